@@ -1,0 +1,150 @@
+//! CLI: the command line and its `DTLTO_BRIDGE_*` environment variables, as one `Command`.
+//!
+//! It knows option names, defaults and precedence (flag, then environment, then default);
+//! it does not read job files or start anything.
+
+use crate::render::Format;
+use camino::Utf8PathBuf;
+use clap::{Args, Parser, Subcommand};
+
+const ABOUT: &str = "\
+A distributor for LLVM's Integrated Distributed ThinLTO (DTLTO).
+
+The linker (clang-22 -fthinlto-distributor=, ld.lld-22 --thinlto-distributor=) runs
+`dtlto-bridge [OPTIONS] JOBS.json` in its working directory. dtlto-bridge writes the jobs as a
+build.ninja or Makefile with exact dependencies (module, index shard, imports) into a private
+temporary directory, runs ninja or make there from the linker's directory, optionally through a
+wrapper such as distcc or icecc, and checks that every job wrote a non-empty output.";
+
+const AFTER: &str = "\
+Every option can also be set in the environment; a flag given on the command line wins over the
+environment, which wins over the default. Examples:
+
+  clang-22 -flto=thin -fuse-ld=lld-22 -fthinlto-distributor=$(command -v dtlto-bridge) \\
+      -Xthinlto-distributor=--backend=make *.o -o prog
+  ld.lld-22 --thinlto-distributor=dtlto-bridge --thinlto-distributor-arg=--wrapper=distcc ...
+  DTLTO_BRIDGE_WRAPPER=icecc make            # no change to link flags
+  dtlto-bridge emit --format make prog.dist-file.json -o jobs.mk
+
+Exit status: 0 all outputs made; 1 a job or the build tool failed; 2 bad usage or a job file that
+is malformed or names missing inputs; 3 the environment is missing something (ninja, make, a
+temporary directory).";
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "dtlto-bridge",
+    version,
+    about = ABOUT,
+    after_help = AFTER,
+    args_conflicts_with_subcommands = true,
+    subcommand_negates_reqs = true
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Write the build file for inspection, without running it.
+    ///
+    /// Run it later from the same directory with `ninja -f FILE` or `make -f FILE`.
+    Emit(EmitArgs),
+    /// Run one job and record its outcome (used inside generated build files).
+    #[command(name = "__job", hide = true)]
+    Job(JobArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The job file the linker wrote (*.dist-file.json).
+    #[arg(value_name = "JOBS.json", required = true)]
+    pub job_file: Option<Utf8PathBuf>,
+
+    /// Build tool to run the jobs with [default: ninja if found on PATH, else make].
+    #[arg(long, value_enum, env = "DTLTO_BRIDGE_BACKEND")]
+    pub backend: Option<Format>,
+
+    /// Jobs to run at once [default: the available parallelism].
+    #[arg(short, long, value_name = "N", env = "DTLTO_BRIDGE_JOBS", value_parser = clap::value_parser!(u32).range(1..))]
+    pub jobs: Option<u32>,
+
+    #[command(flatten)]
+    pub wrapper: WrapperArg,
+
+    /// Keep the temporary directory (build file, logs) and print where it is.
+    #[arg(long, env = "DTLTO_BRIDGE_KEEP")]
+    pub keep: bool,
+
+    /// The ninja program to run.
+    #[arg(
+        long,
+        value_name = "PROGRAM",
+        env = "DTLTO_BRIDGE_NINJA",
+        default_value = "ninja"
+    )]
+    pub ninja: String,
+
+    /// The make program to run.
+    #[arg(
+        long,
+        value_name = "PROGRAM",
+        env = "DTLTO_BRIDGE_MAKE",
+        default_value = "make"
+    )]
+    pub make: String,
+}
+
+#[derive(Debug, Args)]
+pub struct WrapperArg {
+    /// Prefix for every job's command, split like a shell would: "distcc", "icecc", "ccache".
+    #[arg(
+        long,
+        value_name = "COMMAND",
+        env = "DTLTO_BRIDGE_WRAPPER",
+        default_value = ""
+    )]
+    pub wrapper: String,
+}
+
+impl WrapperArg {
+    /// The wrapper's words, or why they cannot be split.
+    pub fn words(&self) -> Result<Vec<String>, String> {
+        shell_words::split(&self.wrapper)
+            .map_err(|e| format!("split wrapper {:?}: {e}", self.wrapper))
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct EmitArgs {
+    /// The job file to render.
+    #[arg(value_name = "JOBS.json")]
+    pub job_file: Utf8PathBuf,
+
+    /// Build-file format.
+    #[arg(
+        long,
+        value_enum,
+        default_value = "ninja",
+        env = "DTLTO_BRIDGE_BACKEND"
+    )]
+    pub format: Format,
+
+    /// Where to write the file [default: standard output].
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<Utf8PathBuf>,
+
+    #[command(flatten)]
+    pub wrapper: WrapperArg,
+}
+
+#[derive(Debug, Args)]
+pub struct JobArgs {
+    pub state_dir: Utf8PathBuf,
+    pub index: usize,
+    #[arg(last = true, required = true)]
+    pub command: Vec<String>,
+}

@@ -1,0 +1,245 @@
+//! Escape: every rule for writing a string into a shell command, a build.ninja or a Makefile.
+//!
+//! It knows the quoting rules of POSIX sh, ninja and GNU make, and which strings each cannot
+//! express; it does not know what the strings mean or which backend was chosen.
+
+use std::borrow::Cow;
+
+/// Quotes one word for POSIX sh, leaving plain words as they are.
+pub fn shell_word(word: &str) -> Cow<'_, str> {
+    shell_words::quote(word)
+}
+
+/// Quotes each word for POSIX sh and joins them with spaces.
+pub fn shell_line<S: AsRef<str>>(words: &[S]) -> String {
+    let quoted: Vec<Cow<'_, str>> = words.iter().map(|w| shell_word(w.as_ref())).collect();
+    quoted.join(" ")
+}
+
+/// Why a string cannot be written in a build file.
+fn refuse(s: &str, file: &str, c: char) -> String {
+    format!(
+        "{s:?} cannot be written in {file}: it has no escape for {}",
+        describe(c)
+    )
+}
+
+fn describe(c: char) -> String {
+    match c {
+        '\n' => "a newline".to_string(),
+        '\r' => "a carriage return".to_string(),
+        '\0' => "a NUL byte".to_string(),
+        c => format!("'{c}'"),
+    }
+}
+
+fn first_of(s: &str, bad: &[char]) -> Option<char> {
+    s.chars().find(|c| bad.contains(c))
+}
+
+/// A path on a `build` line of build.ninja: `$`, space and `:` take a `$`.
+pub fn ninja_path(path: &str) -> Result<String, String> {
+    if let Some(c) = first_of(path, &['\n', '\r', '\0', '|']) {
+        return Err(refuse(path, "build.ninja", c));
+    }
+    let mut out = String::with_capacity(path.len() + 4);
+    for c in path.chars() {
+        if matches!(c, '$' | ' ' | ':') {
+            out.push('$');
+        }
+        out.push(c);
+    }
+    Ok(out)
+}
+
+/// A variable value in build.ninja (`name = value`): `$` doubles, leading spaces take a `$`.
+pub fn ninja_value(value: &str) -> Result<String, String> {
+    if let Some(c) = first_of(value, &['\n', '\r', '\0']) {
+        return Err(refuse(value, "build.ninja", c));
+    }
+    let mut out = String::with_capacity(value.len() + 4);
+    let mut leading = true;
+    for c in value.chars() {
+        leading &= c == ' ';
+        if c == '$' || leading {
+            out.push('$');
+        }
+        out.push(c);
+    }
+    Ok(out)
+}
+
+/// A path as a GNU make target or prerequisite, if make can express it.
+///
+/// Make reads `(` as an archive member, `%` as a pattern, `=` and `;` as syntax and `*?[~` as
+/// wildcards, with no escape for them that works in prerequisites; such paths get `None`, and
+/// the renderer falls back to a phony job target with the path quoted in the recipe only.
+pub fn make_path(path: &str) -> Option<String> {
+    let mut out = String::with_capacity(path.len() + 4);
+    for c in path.chars() {
+        match c {
+            'a'..='z' | 'A'..='Z' | '0'..='9' | '.' | '_' | '+' | '-' | '/' | ',' | '@' => {
+                out.push(c)
+            }
+            ' ' | ':' | '#' => {
+                out.push('\\');
+                out.push(c);
+            }
+            '$' => out.push_str("$$"),
+            c if !c.is_ascii() && !c.is_control() && !c.is_whitespace() => out.push(c),
+            _ => return None,
+        }
+    }
+    Some(out)
+}
+
+/// Shell text on a Makefile recipe line: `$` doubles; make passes the rest to the shell as is.
+pub fn make_recipe(text: &str) -> Result<String, String> {
+    if let Some(c) = first_of(text, &['\n', '\r', '\0']) {
+        return Err(refuse(text, "a Makefile", c));
+    }
+    Ok(text.replace('$', "$$"))
+}
+
+/// A variable value in a Makefile (`NAME = value`): `$` doubles and `#` takes a backslash.
+pub fn make_value(value: &str) -> Result<String, String> {
+    if let Some(c) = first_of(value, &['\n', '\r', '\0']) {
+        return Err(refuse(value, "a Makefile", c));
+    }
+    if value.contains("\\#") || value.ends_with('\\') {
+        return Err(refuse(value, "a Makefile variable", '\\'));
+    }
+    Ok(value.replace('$', "$$").replace('#', "\\#"))
+}
+
+/// A Makefile comment line may hold anything but a line break.
+pub fn comment(text: &str) -> String {
+    text.replace(['\n', '\r'], " ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Paths lld really writes, and paths users really have.
+    const NASTY: &[&str] = &[
+        "libfoo.a(bar.o at 1234).7.1A2B.o",
+        "dir with space/a.o",
+        "ünï/cödé.o",
+        "cost$1.o",
+        "c:colon.o",
+        "hash#.o",
+        "100%.o",
+        "a=b.o",
+        "it's.o",
+        "say\"hi\".o",
+    ];
+
+    #[test]
+    fn shell_words_round_trip() {
+        for p in NASTY
+            .iter()
+            .chain(&["", "-", "plain.o", "a\nb", "*?[]~", "$(x)`y`"])
+        {
+            let line = shell_line(&[*p, "x"]);
+            assert_eq!(shell_words::split(&line).unwrap(), [*p, "x"], "{line}");
+        }
+    }
+
+    #[test]
+    fn shell_leaves_plain_words_alone() {
+        assert_eq!(
+            shell_line(&["clang", "-O2", "-fthinlto-index=a.bc"]),
+            "clang -O2 '-fthinlto-index=a.bc'",
+            "'=' is quoted: a first word with '=' would be a variable assignment"
+        );
+        assert_eq!(shell_word("a b"), "'a b'");
+    }
+
+    #[test]
+    fn ninja_paths() {
+        let table: &[(&str, Result<&str, &str>)] = &[
+            ("a.o", Ok("a.o")),
+            (
+                "libfoo.a(bar.o at 1234).7.1A2B.o",
+                Ok("libfoo.a(bar.o$ at$ 1234).7.1A2B.o"),
+            ),
+            ("c:colon.o", Ok("c$:colon.o")),
+            ("cost$1.o", Ok("cost$$1.o")),
+            ("hash#.o", Ok("hash#.o")),
+            ("ünï.o", Ok("ünï.o")),
+            ("a|b", Err("'|'")),
+            ("a\nb", Err("a newline")),
+            ("a\rb", Err("a carriage return")),
+        ];
+        for (input, want) in table {
+            match (ninja_path(input), want) {
+                (Ok(got), Ok(want)) => assert_eq!(&got, want),
+                (Err(got), Err(want)) => assert!(got.contains(want), "{got}"),
+                (got, want) => panic!("{input:?}: got {got:?}, want {want:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn ninja_values() {
+        let table: &[(&str, Result<&str, &str>)] = &[
+            ("distcc", Ok("distcc")),
+            ("", Ok("")),
+            ("  x y", Ok("$ $ x y")),
+            ("a$b", Ok("a$$b")),
+            ("'a:b c'", Ok("'a:b c'")),
+            ("a\nb", Err("a newline")),
+        ];
+        for (input, want) in table {
+            match (ninja_value(input), want) {
+                (Ok(got), Ok(want)) => assert_eq!(&got, want),
+                (Err(got), Err(want)) => assert!(got.contains(want), "{got}"),
+                (got, want) => panic!("{input:?}: got {got:?}, want {want:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn make_paths() {
+        let table: &[(&str, Option<&str>)] = &[
+            ("a.o", Some("a.o")),
+            ("dir with space/a.o", Some("dir\\ with\\ space/a.o")),
+            ("c:colon.o", Some("c\\:colon.o")),
+            ("hash#.o", Some("hash\\#.o")),
+            ("cost$1.o", Some("cost$$1.o")),
+            ("ünï/cödé.o", Some("ünï/cödé.o")),
+            ("libfoo.a(bar.o at 1234).7.1A2B.o", None),
+            ("100%.o", None),
+            ("a=b.o", None),
+            ("a;b.o", None),
+            ("w*.o", None),
+            ("~home.o", None),
+            ("it's.o", None),
+            ("tab\t.o", None),
+            ("back\\slash.o", None),
+        ];
+        for (input, want) in table {
+            assert_eq!(make_path(input).as_deref(), *want, "{input:?}");
+        }
+    }
+
+    #[test]
+    fn make_recipes_and_values() {
+        assert_eq!(
+            make_recipe("clang 'a$b' '#x'").unwrap(),
+            "clang 'a$$b' '#x'"
+        );
+        assert!(make_recipe("a\nb").unwrap_err().contains("a newline"));
+        assert_eq!(make_value("distcc").unwrap(), "distcc");
+        assert_eq!(make_value("'x#y' $z").unwrap(), "'x\\#y' $$z");
+        assert!(make_value("x\\#").is_err());
+        assert!(make_value("x\\").is_err());
+        assert!(make_value("a\rb").is_err());
+    }
+
+    #[test]
+    fn comments_stay_on_one_line() {
+        assert_eq!(comment("a\nb\rc"), "a b c");
+    }
+}

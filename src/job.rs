@@ -1,0 +1,124 @@
+//! Job: runs one backend command for the build tool and records how it went.
+//!
+//! Generated build files call `dtlto-bridge __job STATE_DIR N -- COMMAND...` during a run; it
+//! saves the command's stderr and a status file for job N. It does not know what the job
+//! should produce: `verify` checks that.
+
+use camino::{Utf8Path, Utf8PathBuf};
+use serde::{Deserialize, Serialize};
+use std::fs::{self, File};
+use std::process::Command;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// The recorded outcome of one job.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Status {
+    /// Exit code, when the command exited.
+    pub code: Option<i32>,
+    /// Signal number, when a signal ended it.
+    pub signal: Option<i32>,
+    /// Why the command could not be started at all.
+    pub spawn_error: Option<String>,
+    /// Seconds since the Unix epoch.
+    pub start: f64,
+    pub end: f64,
+}
+
+impl Status {
+    pub fn success(&self) -> bool {
+        self.code == Some(0)
+    }
+
+    /// "exit status 1", "killed by signal 9", "could not start: ...".
+    pub fn describe(&self) -> String {
+        match (&self.spawn_error, self.code, self.signal) {
+            (Some(e), _, _) => format!("could not start: {e}"),
+            (None, Some(code), _) => format!("exit status {code}"),
+            (None, None, Some(sig)) => format!("killed by signal {sig}"),
+            (None, None, None) => "ended without a status".to_string(),
+        }
+    }
+
+    /// The code the launcher exits with, as a shell would report it.
+    fn exit_code(&self) -> i32 {
+        match (&self.spawn_error, self.code, self.signal) {
+            (Some(_), _, _) => 127,
+            (None, Some(code), _) => code,
+            (None, None, Some(sig)) => 128 + sig,
+            (None, None, None) => 1,
+        }
+    }
+}
+
+pub fn jobs_dir(state_dir: &Utf8Path) -> Utf8PathBuf {
+    state_dir.join("jobs")
+}
+
+pub fn stderr_path(state_dir: &Utf8Path, index: usize) -> Utf8PathBuf {
+    jobs_dir(state_dir).join(format!("{index}.stderr"))
+}
+
+pub fn status_path(state_dir: &Utf8Path, index: usize) -> Utf8PathBuf {
+    jobs_dir(state_dir).join(format!("{index}.status"))
+}
+
+fn now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or_default()
+}
+
+/// Runs the command with its stderr saved, writes the status, and returns the exit code.
+pub fn run(state_dir: &Utf8Path, index: usize, command: &[String]) -> anyhow::Result<i32> {
+    use anyhow::Context;
+    let stderr_file = stderr_path(state_dir, index);
+    let stderr = File::create(&stderr_file).with_context(|| format!("create {stderr_file}"))?;
+    let start = now();
+    let result = Command::new(&command[0])
+        .args(&command[1..])
+        .stderr(stderr)
+        .status();
+    let end = now();
+    let status = match result {
+        Ok(s) => {
+            use std::os::unix::process::ExitStatusExt;
+            Status {
+                code: s.code(),
+                signal: s.signal(),
+                spawn_error: None,
+                start,
+                end,
+            }
+        }
+        Err(e) => Status {
+            code: None,
+            signal: None,
+            spawn_error: Some(format!("{}: {e}", command[0])),
+            start,
+            end,
+        },
+    };
+    let path = status_path(state_dir, index);
+    let partial = path.with_extension("status.partial");
+    fs::write(&partial, serde_json::to_vec(&status)?)
+        .with_context(|| format!("write {partial}"))?;
+    fs::rename(&partial, &path).with_context(|| format!("rename {partial} to {path}"))?;
+    if let Some(e) = &status.spawn_error {
+        eprintln!("dtlto-bridge: error: run job {index}: {e}");
+    }
+    Ok(status.exit_code())
+}
+
+/// Reads the status job N left, if it ran to the end.
+pub fn read_status(state_dir: &Utf8Path, index: usize) -> Option<Status> {
+    let text = fs::read(status_path(state_dir, index)).ok()?;
+    serde_json::from_slice(&text).ok()
+}
+
+/// Reads what job N wrote to stderr; empty when it wrote nothing or never ran.
+pub fn read_stderr(state_dir: &Utf8Path, index: usize) -> String {
+    fs::read(stderr_path(state_dir, index))
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default()
+}

@@ -1,0 +1,36 @@
+//! dtlto-bridge: the entry point; parses the command line, dispatches, prints the error.
+//!
+//! It knows the subcommands and exit codes; the pipeline itself is parse → plan → render →
+//! run → verify → report, one module each.
+
+mod cli;
+mod escape;
+mod job;
+mod parse;
+mod plan;
+mod render;
+mod report;
+mod run;
+mod verify;
+
+use clap::Parser;
+use cli::{Cli, Command};
+
+fn main() {
+    let cli = Cli::parse();
+    let result = match &cli.command {
+        Some(Command::Emit(args)) => run::emit(args),
+        Some(Command::Job(args)) => match job::run(&args.state_dir, args.index, &args.command) {
+            Ok(code) => std::process::exit(code),
+            Err(e) => Err(report::Fail::environment(format!(
+                "run job {}: {e:#}",
+                args.index
+            ))),
+        },
+        None => run::run(&cli.run),
+    };
+    if let Err(fail) = result {
+        report::error(&fail.message);
+        std::process::exit(fail.code);
+    }
+}

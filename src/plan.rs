@@ -1,0 +1,109 @@
+//! Plan: checks a parsed job file can be run, and picks the build tool.
+//!
+//! It knows that jobs must be independent, that their inputs must exist (relative to the
+//! linker's directory) and which tools are on PATH; it does not render or run anything.
+
+use crate::parse::JobFile;
+use crate::render::Format;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// Rejects two jobs writing one file, and a job reading another job's output.
+pub fn check_independent(file: &JobFile) -> Result<(), String> {
+    let mut writers: BTreeMap<&str, usize> = BTreeMap::new();
+    for (i, job) in file.jobs.iter().enumerate() {
+        for (k, out) in job.outputs.iter().enumerate() {
+            if let Some(first) = writers.insert(out, i) {
+                return Err(format!(
+                    "jobs[{i}].outputs[{k}]: {out:?} is also an output of jobs[{first}]"
+                ));
+            }
+        }
+    }
+    for (i, job) in file.jobs.iter().enumerate() {
+        for input in &job.inputs {
+            if let Some(w) = writers.get(input.as_str()) {
+                return Err(format!(
+                    "jobs[{i}]: input {input:?} is the output of jobs[{w}]; backend jobs must be independent"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Every input that does not exist, as (job index, path), in job order.
+pub fn missing_inputs(file: &JobFile, dir: &Path) -> Vec<(usize, String)> {
+    let mut checked = BTreeMap::new();
+    let mut missing = Vec::new();
+    for (i, job) in file.jobs.iter().enumerate() {
+        for input in &job.inputs {
+            let exists = *checked
+                .entry(input.as_str())
+                .or_insert_with(|| dir.join(input).exists());
+            if !exists {
+                missing.push((i, input.clone()));
+            }
+        }
+    }
+    missing
+}
+
+/// The requested backend, or ninja when `ninja_found`, else make.
+pub fn choose_backend(requested: Option<Format>, ninja_found: bool) -> Format {
+    match requested {
+        Some(f) => f,
+        None if ninja_found => Format::Ninja,
+        None => Format::Make,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::parse::parse;
+
+    fn file(jobs: &str) -> JobFile {
+        parse(&format!(
+            r#"{{"common":{{"linker_output":"p","args":["cc"]}},"jobs":[{jobs}]}}"#
+        ))
+        .unwrap()
+    }
+
+    #[test]
+    fn duplicate_outputs_are_rejected() {
+        let f = file(
+            r#"{"args":[],"inputs":[],"outputs":["a.o"]},{"args":[],"inputs":[],"outputs":["a.o"]}"#,
+        );
+        let e = check_independent(&f).unwrap_err();
+        assert!(e.starts_with("jobs[1].outputs[0]"), "{e}");
+    }
+
+    #[test]
+    fn reading_another_jobs_output_is_rejected() {
+        let f = file(
+            r#"{"args":[],"inputs":[],"outputs":["a.o"]},{"args":[],"inputs":["a.o"],"outputs":["b.o"]}"#,
+        );
+        assert!(check_independent(&f).unwrap_err().contains("jobs[1]"));
+    }
+
+    #[test]
+    fn missing_inputs_are_listed_per_job() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("here.o"), "x").unwrap();
+        let f = file(
+            r#"{"args":[],"inputs":["here.o","gone.o"],"outputs":["a"]},{"args":[],"inputs":["gone.o"],"outputs":["b"]}"#,
+        );
+        assert_eq!(
+            missing_inputs(&f, dir.path()),
+            [(0, "gone.o".to_string()), (1, "gone.o".to_string())]
+        );
+    }
+
+    #[test]
+    fn backend_defaults_to_ninja_when_found() {
+        assert_eq!(choose_backend(None, true), Format::Ninja);
+        assert_eq!(choose_backend(None, false), Format::Make);
+        assert_eq!(choose_backend(Some(Format::Make), true), Format::Make);
+    }
+}

@@ -1,0 +1,150 @@
+//! Report: turns failures and job outcomes into the text the user reads, and exit codes.
+//!
+//! It knows how messages look ("dtlto-bridge: error: verb object: cause") and which exit code
+//! each kind of failure gets; it does not decide what failed.
+
+use crate::escape::shell_line;
+use crate::parse::JobFile;
+use crate::verify::Outcome;
+use std::fmt::Write;
+
+/// A job or the build tool failed.
+pub const EXIT_FAILED: i32 = 1;
+/// Bad usage, or a job file that is malformed or names missing inputs.
+pub const EXIT_BAD_INPUT: i32 = 2;
+/// Something the run needs is missing from the environment.
+pub const EXIT_ENVIRONMENT: i32 = 3;
+
+/// An error on its way to the user: the message and the exit code it ends with.
+#[derive(Debug)]
+pub struct Fail {
+    pub code: i32,
+    pub message: String,
+}
+
+impl Fail {
+    pub fn new(code: i32, message: impl Into<String>) -> Self {
+        Fail {
+            code,
+            message: message.into(),
+        }
+    }
+
+    pub fn bad_input(message: impl Into<String>) -> Self {
+        Self::new(EXIT_BAD_INPUT, message)
+    }
+
+    pub fn environment(message: impl Into<String>) -> Self {
+        Self::new(EXIT_ENVIRONMENT, message)
+    }
+
+    pub fn failed(message: impl Into<String>) -> Self {
+        Self::new(EXIT_FAILED, message)
+    }
+}
+
+/// Prints an error the way every error of this program is printed.
+pub fn error(message: &str) {
+    eprintln!("dtlto-bridge: error: {message}");
+}
+
+pub fn warning(message: &str) {
+    eprintln!("dtlto-bridge: warning: {message}");
+}
+
+fn indent(text: &str, out: &mut String) {
+    for line in text.trim_end().lines() {
+        let _ = writeln!(out, "    {line}");
+    }
+}
+
+/// Describes one failed job: what went wrong, its outputs, its command and its stderr.
+pub fn failed_job(file: &JobFile, wrapper: &[String], o: &Outcome) -> String {
+    let job = &file.jobs[o.index];
+    let what = match &o.status {
+        None => "did not finish".to_string(),
+        Some(s) if !s.success() => s.describe(),
+        Some(_) if !o.missing.is_empty() => {
+            format!(
+                "exit status 0, but it did not write {}",
+                shell_line(&o.missing)
+            )
+        }
+        Some(_) => format!(
+            "exit status 0, but it wrote an empty {}",
+            shell_line(&o.empty)
+        ),
+    };
+    let mut out = format!(
+        "run job {} ({}): {what}\n",
+        o.index,
+        shell_line(&job.outputs)
+    );
+    let command: Vec<&String> = wrapper.iter().chain(&job.command).collect();
+    let _ = writeln!(out, "  command: {}", shell_line(&command));
+    if o.stderr.trim().is_empty() {
+        out.push_str("  stderr: (empty)\n");
+    } else {
+        out.push_str("  stderr:\n");
+        indent(&o.stderr, &mut out);
+    }
+    out.trim_end().to_string()
+}
+
+/// The report of a run with failures: each failed job in full, then one line that sums up.
+/// `tool_status` is None when the build tool itself succeeded.
+pub fn failures(
+    file: &JobFile,
+    wrapper: &[String],
+    outcomes: &[Outcome],
+    tool: &str,
+    tool_status: Option<String>,
+    tool_log: &str,
+) -> Fail {
+    let failed: Vec<&Outcome> = outcomes
+        .iter()
+        .filter(|o| !o.ok() && o.status.is_some())
+        .collect();
+    let not_run = outcomes.iter().filter(|o| o.status.is_none()).count();
+    if failed.is_empty() {
+        let mut text = format!(
+            "run {tool}: {} before any job failed; its output:\n",
+            tool_status
+                .as_deref()
+                .unwrap_or("it succeeded, but jobs did not run,")
+        );
+        indent(tool_log, &mut text);
+        return Fail::failed(text.trim_end());
+    }
+    for o in &failed {
+        error(&failed_job(file, wrapper, o));
+    }
+    let mut summary = format!(
+        "run backend jobs: {} of {} failed",
+        failed.len(),
+        outcomes.len()
+    );
+    if not_run > 0 {
+        let _ = write!(summary, ", {not_run} not run");
+    }
+    if let Some(status) = tool_status {
+        let _ = write!(summary, " ({tool}: {status})");
+    }
+    Fail::failed(summary)
+}
+
+/// Passes on what successful jobs wrote to stderr (compiler warnings).
+pub fn job_warnings(file: &JobFile, outcomes: &[Outcome]) {
+    for o in outcomes
+        .iter()
+        .filter(|o| o.ok() && !o.stderr.trim().is_empty())
+    {
+        let mut text = format!(
+            "job {} ({}) wrote to stderr:\n",
+            o.index,
+            shell_line(&file.jobs[o.index].outputs)
+        );
+        indent(&o.stderr, &mut text);
+        warning(text.trim_end());
+    }
+}

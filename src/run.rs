@@ -1,0 +1,205 @@
+//! Run: carries out one link's jobs: load, check, render into a private directory, run the
+//! build tool from the linker's directory, verify, report.
+//!
+//! It knows the order of the pipeline and how ninja and make are invoked; the details of each
+//! step live in parse, plan, render, verify and report.
+
+use crate::cli::{EmitArgs, RunArgs};
+use crate::parse::{self, JobFile};
+use crate::plan;
+use crate::render::{self, Format, RunHooks};
+use crate::report::{self, Fail};
+use crate::verify;
+use camino::{Utf8Path, Utf8PathBuf};
+use std::fs::{self, File};
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+/// Reads and parses a job file; every problem is bad input.
+fn load(path: &Utf8Path) -> Result<JobFile, Fail> {
+    let text = fs::read_to_string(path)
+        .map_err(|e| Fail::bad_input(format!("read job file {path}: {e}")))?;
+    let file =
+        parse::parse(&text).map_err(|e| Fail::bad_input(format!("parse job file {path}: {e}")))?;
+    plan::check_independent(&file)
+        .map_err(|e| Fail::bad_input(format!("check job file {path}: {e}")))?;
+    Ok(file)
+}
+
+fn wrapper(arg: &crate::cli::WrapperArg) -> Result<Vec<String>, Fail> {
+    arg.words().map_err(Fail::bad_input)
+}
+
+/// `dtlto-bridge emit`: the build file, written where asked, without running it.
+pub fn emit(args: &EmitArgs) -> Result<(), Fail> {
+    let file = load(&args.job_file)?;
+    let wrapper = wrapper(&args.wrapper)?;
+    let opts = render::Options {
+        wrapper: &wrapper,
+        source: args.job_file.as_str(),
+        run: None,
+    };
+    let text = render::render(args.format, &file, &opts)
+        .map_err(|e| Fail::bad_input(format!("render {}: {e}", args.format.file_name())))?;
+    match &args.output {
+        Some(out) => {
+            fs::write(out, text).map_err(|e| Fail::environment(format!("write {out}: {e}")))
+        }
+        None => {
+            use std::io::Write;
+            std::io::stdout()
+                .write_all(text.as_bytes())
+                .map_err(|e| Fail::environment(format!("write standard output: {e}")))
+        }
+    }
+}
+
+/// The default run: everything from the job file to verified outputs.
+pub fn run(args: &RunArgs) -> Result<(), Fail> {
+    let path = args
+        .job_file
+        .as_deref()
+        .expect("clap requires the job file");
+    let file = load(path)?;
+    let wrapper = wrapper(&args.wrapper)?;
+    let cwd = Path::new(".");
+
+    let missing = plan::missing_inputs(&file, cwd);
+    if !missing.is_empty() {
+        let list: Vec<String> = missing
+            .iter()
+            .map(|(i, p)| format!("  jobs[{i}] ({}): {p:?}", file.jobs[*i].outputs[0]))
+            .collect();
+        return Err(Fail::bad_input(format!(
+            "check inputs of {path}: {} input file(s) do not exist:\n{}",
+            missing.len(),
+            list.join("\n")
+        )));
+    }
+    if file.jobs.is_empty() {
+        return Ok(());
+    }
+
+    let state = tempfile::Builder::new()
+        .prefix("dtlto-bridge-")
+        .tempdir()
+        .map_err(|e| Fail::environment(format!("create temporary directory: {e}")))?;
+    let state_dir = Utf8PathBuf::from_path_buf(state.path().to_path_buf()).map_err(|p| {
+        Fail::environment(format!(
+            "use temporary directory {}: not UTF-8",
+            p.display()
+        ))
+    })?;
+    let result = run_in(args, &file, path, &wrapper, &state_dir);
+    if args.keep {
+        let kept = state.keep();
+        eprintln!("dtlto-bridge: kept {}", kept.display());
+    }
+    result
+}
+
+fn run_in(
+    args: &RunArgs,
+    file: &JobFile,
+    path: &Utf8Path,
+    wrapper: &[String],
+    state_dir: &Utf8Path,
+) -> Result<(), Fail> {
+    let exe = std::env::current_exe()
+        .map_err(|e| Fail::environment(format!("find own executable: {e}")))?;
+    let exe = exe
+        .to_str()
+        .ok_or_else(|| Fail::environment("find own executable: path is not UTF-8"))?;
+    fs::create_dir(crate::job::jobs_dir(state_dir)).map_err(|e| {
+        Fail::environment(format!("create {}: {e}", crate::job::jobs_dir(state_dir)))
+    })?;
+
+    let ninja = which::which(&args.ninja).ok();
+    let format = plan::choose_backend(args.backend, ninja.is_some());
+    let opts = render::Options {
+        wrapper,
+        source: path.as_str(),
+        run: Some(RunHooks {
+            state_dir: state_dir.to_string(),
+            launcher: vec![exe.to_string(), "__job".to_string(), state_dir.to_string()],
+        }),
+    };
+    let (format, text) = match render::render(format, file, &opts) {
+        Ok(text) => (format, text),
+        // ninja cannot write every path make can (e.g. '|'); without an explicit choice, use make.
+        Err(e) if args.backend.is_none() && format == Format::Ninja => {
+            let text = render::render(Format::Make, file, &opts)
+                .map_err(|e2| Fail::bad_input(format!("render build file: {e}; and {e2}")))?;
+            (Format::Make, text)
+        }
+        Err(e) => {
+            return Err(Fail::bad_input(format!(
+                "render {}: {e}",
+                format.file_name()
+            )))
+        }
+    };
+    let build_file = state_dir.join(format.file_name());
+    fs::write(&build_file, text)
+        .map_err(|e| Fail::environment(format!("write {build_file}: {e}")))?;
+
+    let program = match format {
+        Format::Ninja => args.ninja.as_str(),
+        Format::Make => args.make.as_str(),
+    };
+    let program = which::which(program).map_err(|e| {
+        Fail::environment(format!(
+            "find {program}: {e} (install it, or choose the other backend with --backend)"
+        ))
+    })?;
+    let jobs = args.jobs.map(|j| j as usize).unwrap_or_else(|| {
+        std::thread::available_parallelism()
+            .map(usize::from)
+            .unwrap_or(1)
+    });
+    let mut cmd = Command::new(&program);
+    match format {
+        Format::Ninja => {
+            cmd.args(["-f", build_file.as_str(), "-j", &jobs.to_string()]);
+        }
+        Format::Make => {
+            cmd.args(["-f", build_file.as_str(), "-j", &jobs.to_string()])
+                .args(["-r", "-R", "-s", "--no-print-directory"])
+                // The jobserver of a parent make is a separate matter; here -j decides alone.
+                .env_remove("MAKEFLAGS")
+                .env_remove("MFLAGS")
+                .env_remove("MAKELEVEL");
+        }
+    }
+    let log_path = state_dir.join("tool.log");
+    let log = File::create(&log_path)
+        .map_err(|e| Fail::environment(format!("create {log_path}: {e}")))?;
+    let log2 = log
+        .try_clone()
+        .map_err(|e| Fail::environment(format!("open {log_path}: {e}")))?;
+    let status = cmd
+        .stdin(Stdio::null())
+        .stdout(log)
+        .stderr(log2)
+        .status()
+        .map_err(|e| Fail::environment(format!("run {}: {e}", program.display())))?;
+
+    let cwd = Path::new(".");
+    let outcomes = verify::check(file, state_dir, cwd);
+    if status.success() && outcomes.iter().all(verify::Outcome::ok) {
+        report::job_warnings(file, &outcomes);
+        return Ok(());
+    }
+    verify::remove_failed_outputs(file, &outcomes, cwd);
+    let tool_log = fs::read_to_string(&log_path).unwrap_or_default();
+    let tool_status = (!status.success()).then(|| status.to_string());
+    let fail = report::failures(
+        file,
+        wrapper,
+        &outcomes,
+        format.tool(),
+        tool_status,
+        &tool_log,
+    );
+    Err(fail)
+}
