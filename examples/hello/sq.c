@@ -1,0 +1,2 @@
+int mul(int a, int b);
+int square(int a) { return mul(a, a); }

@@ -1,0 +1,191 @@
+//! Test space: a temporary link directory (its name has a space) and the real tools around it.
+//!
+//! Every test runs the real dtlto-bridge binary and, where it links, real clang-22 and ld.lld-22.
+//! A missing tool fails the test; nothing is skipped.
+#![allow(dead_code)]
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+pub const BRIDGE: &str = env!("CARGO_BIN_EXE_dtlto-bridge");
+
+/// Panics, failing the test, when a tool the tests need is not on PATH.
+pub fn require(tool: &str) -> PathBuf {
+    which::which(tool).unwrap_or_else(|_| {
+        panic!("{tool} is not on PATH: the tests need it (scripts/setup.sh installs it)")
+    })
+}
+
+pub fn examples() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("examples")
+}
+
+pub struct Space {
+    _root: tempfile::TempDir,
+    /// Where the link runs: `.../link dir`.
+    pub dir: PathBuf,
+    /// TMPDIR for dtlto-bridge, so tests can see what it leaves behind.
+    pub tmp: PathBuf,
+}
+
+impl Space {
+    pub fn new() -> Space {
+        let root = tempfile::Builder::new()
+            .prefix("dtlto-bridge-test-")
+            .tempdir()
+            .unwrap();
+        let dir = root.path().join("link dir");
+        let tmp = root.path().join("tmp");
+        fs::create_dir(&dir).unwrap();
+        fs::create_dir(&tmp).unwrap();
+        Space {
+            _root: root,
+            dir,
+            tmp,
+        }
+    }
+
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
+
+    pub fn write(&self, name: &str, contents: &str) -> PathBuf {
+        let p = self.path(name);
+        fs::write(&p, contents).unwrap();
+        p
+    }
+
+    pub fn read(&self, name: &str) -> String {
+        fs::read_to_string(self.path(name)).unwrap()
+    }
+
+    pub fn exists(&self, name: &str) -> bool {
+        self.path(name).exists()
+    }
+
+    /// Writes an executable shell script.
+    pub fn script(&self, name: &str, body: &str) -> PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        let p = self.write(name, &format!("#!/bin/sh\n{body}"));
+        fs::set_permissions(&p, fs::Permissions::from_mode(0o755)).unwrap();
+        p
+    }
+
+    /// Environment shared by every process a test starts here.
+    fn env(&self, cmd: &mut Command) {
+        cmd.current_dir(&self.dir).env("TMPDIR", &self.tmp);
+        for (k, _) in std::env::vars() {
+            if k.starts_with("DTLTO_BRIDGE_") || k.contains("MAKEFLAGS") || k == "MFLAGS" {
+                cmd.env_remove(k);
+            }
+        }
+    }
+
+    /// dtlto-bridge with these arguments, run in the link directory.
+    pub fn bridge(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(BRIDGE);
+        self.env(&mut cmd);
+        cmd.args(args);
+        cmd
+    }
+
+    pub fn command(&self, program: &str, args: &[&str]) -> Command {
+        let mut cmd = Command::new(require(program));
+        self.env(&mut cmd);
+        cmd.args(args);
+        cmd
+    }
+
+    /// Runs and returns the output, panicking with its stderr when it fails.
+    pub fn ok(&self, cmd: &mut Command) -> Output {
+        let out = cmd.output().unwrap();
+        assert!(
+            out.status.success(),
+            "{cmd:?} failed with {}:\n{}{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out
+    }
+
+    /// Compiles C source to ThinLTO bitcode.
+    pub fn compile(&self, source: &Path, object: &str) {
+        let src = source.to_str().unwrap();
+        self.ok(&mut self.command("clang-22", &["-O2", "-flto=thin", "-c", src, "-o", object]));
+    }
+
+    /// Builds examples/hello here: plain objects, a regular archive, a thin archive.
+    /// Returns the link inputs in order.
+    pub fn hello(&self) -> Vec<String> {
+        let src = examples().join("hello");
+        for f in ["main", "add", "mul", "sq", "greeting"] {
+            self.compile(&src.join(format!("{f}.c")), &format!("{f}.o"));
+        }
+        self.ok(&mut self.command("llvm-ar-22", &["rc", "libmul.a", "mul.o"]));
+        self.ok(&mut self.command("llvm-ar-22", &["rc", "--thin", "libsq.a", "sq.o"]));
+        ["main.o", "add.o", "greeting.o", "libmul.a", "libsq.a"]
+            .map(String::from)
+            .to_vec()
+    }
+
+    /// clang-22 links `inputs` into `output` with `distributor` and its arguments.
+    pub fn link(
+        &self,
+        distributor: &Path,
+        args: &[&str],
+        inputs: &[String],
+        output: &str,
+    ) -> Output {
+        require("ld.lld-22");
+        let mut cmd = self.command(
+            "clang-22",
+            &["-O2", "-flto=thin", "-fuse-ld=lld-22", "-o", output],
+        );
+        cmd.arg(format!("-fthinlto-distributor={}", distributor.display()));
+        for a in args {
+            cmd.arg(format!("-Xthinlto-distributor={a}"));
+        }
+        cmd.args(inputs);
+        cmd.output().unwrap()
+    }
+
+    /// Runs a program built here and returns its stdout.
+    pub fn run_program(&self, name: &str) -> String {
+        let out = self.ok(&mut Command::new(self.path(name)));
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// What dtlto-bridge left in TMPDIR (should be nothing).
+    pub fn leftovers(&self) -> Vec<String> {
+        fs::read_dir(&self.tmp)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect()
+    }
+
+    /// Files in the link directory whose names contain `pattern`.
+    pub fn files_matching(&self, pattern: &str) -> Vec<String> {
+        let mut v: Vec<String> = fs::read_dir(&self.dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.contains(pattern))
+            .collect();
+        v.sort();
+        v
+    }
+}
+
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+pub fn assert_linked(out: &Output) {
+    assert!(
+        out.status.success(),
+        "link failed with {}:\n{}",
+        out.status,
+        stderr(out)
+    );
+}
