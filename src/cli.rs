@@ -76,7 +76,7 @@ pub struct RunArgs {
     pub wrapper: WrapperArg,
 
     /// Keep the temporary directory (build file, logs) and print where it is.
-    #[arg(long, env = "DTLTO_BRIDGE_KEEP")]
+    #[arg(long, env = "DTLTO_BRIDGE_KEEP", value_parser = clap::builder::BoolishValueParser::new())]
     pub keep: bool,
 
     /// The ninja program to run.
