@@ -156,6 +156,17 @@ mod tests {
         assert_eq!(shell_word("a b"), "'a b'");
     }
 
+    /// Each input escapes to `Ok(text)`, or is refused with a message containing `Err(text)`.
+    fn check(f: fn(&str) -> Result<String, String>, table: &[(&str, Result<&str, &str>)]) {
+        for (input, want) in table {
+            match (f(input), want) {
+                (Ok(got), Ok(want)) => assert_eq!(&got, want),
+                (Err(got), Err(want)) => assert!(got.contains(want), "{got}"),
+                (got, want) => panic!("{input:?}: got {got:?}, want {want:?}"),
+            }
+        }
+    }
+
     #[test]
     fn ninja_paths() {
         let table: &[(&str, Result<&str, &str>)] = &[
@@ -172,13 +183,7 @@ mod tests {
             ("a\nb", Err("a newline")),
             ("a\rb", Err("a carriage return")),
         ];
-        for (input, want) in table {
-            match (ninja_path(input), want) {
-                (Ok(got), Ok(want)) => assert_eq!(&got, want),
-                (Err(got), Err(want)) => assert!(got.contains(want), "{got}"),
-                (got, want) => panic!("{input:?}: got {got:?}, want {want:?}"),
-            }
-        }
+        check(ninja_path, table);
     }
 
     #[test]
@@ -191,13 +196,7 @@ mod tests {
             ("'a:b c'", Ok("'a:b c'")),
             ("a\nb", Err("a newline")),
         ];
-        for (input, want) in table {
-            match (ninja_value(input), want) {
-                (Ok(got), Ok(want)) => assert_eq!(&got, want),
-                (Err(got), Err(want)) => assert!(got.contains(want), "{got}"),
-                (got, want) => panic!("{input:?}: got {got:?}, want {want:?}"),
-            }
-        }
+        check(ninja_value, table);
     }
 
     #[test]
