@@ -68,12 +68,23 @@ pub struct RunArgs {
     #[arg(long, value_enum, env = "DTLTO_BRIDGE_BACKEND")]
     pub backend: Option<Format>,
 
-    /// Jobs to run at once [default: the available parallelism].
+    /// Jobs to run at once. Given, it wins over any jobserver and the host pool [default: as
+    /// many as the parent's jobserver grants, else the host-wide pool's share].
     #[arg(short, long, value_name = "N", env = "DTLTO_BRIDGE_JOBS", value_parser = clap::value_parser!(u32).range(1..))]
     pub jobs: Option<u32>,
 
     #[command(flatten)]
     pub wrapper: WrapperArg,
+
+    /// Slots of the host-wide pool that concurrent dtlto-bridge runs of this user share when
+    /// no jobserver is present; 0 turns the pool off [default: the available parallelism].
+    #[arg(long, value_name = "N", env = "DTLTO_BRIDGE_HOST_SLOTS")]
+    pub host_slots: Option<usize>,
+
+    /// Directory of the host-wide pool's lock files [default: $XDG_RUNTIME_DIR/dtlto-bridge-slots,
+    /// else $TMPDIR/dtlto-bridge-slots-UID].
+    #[arg(long, value_name = "DIR", env = "DTLTO_BRIDGE_HOST_POOL")]
+    pub host_pool: Option<Utf8PathBuf>,
 
     /// Keep the temporary directory (build file, logs) and print where it is.
     #[arg(long, env = "DTLTO_BRIDGE_KEEP", value_parser = clap::builder::BoolishValueParser::new())]

@@ -69,17 +69,31 @@ fn now() -> f64 {
         .unwrap_or_default()
 }
 
-/// Runs the command with its stderr saved, writes the status, and returns the exit code.
+/// Takes a slot, runs the command with its stderr saved, writes the status, gives the slot
+/// back, and returns the exit code. A cancelling signal goes on to the command.
 pub fn run(state_dir: &Utf8Path, index: usize, command: &[String]) -> anyhow::Result<i32> {
     use anyhow::Context;
+    let watch = crate::cancel::Watch::start().context("watch signals")?;
+    let held = crate::slots::acquire(&|| watch.received().is_some()).context("take a job slot")?;
+    let Some(held) = held else {
+        // Cancelled while waiting: the job never started.
+        return Ok(crate::cancel::exit_code(
+            watch.received().unwrap_or(libc::SIGTERM),
+        ));
+    };
     let stderr_file = stderr_path(state_dir, index);
     let stderr = File::create(&stderr_file).with_context(|| format!("create {stderr_file}"))?;
     let start = now();
     let result = Command::new(&command[0])
         .args(&command[1..])
         .stderr(stderr)
-        .status();
+        .spawn()
+        .and_then(|mut child| {
+            watch.forward_to(child.id() as i32);
+            child.wait()
+        });
     let end = now();
+    drop(held);
     let status = match result {
         Ok(s) => {
             use std::os::unix::process::ExitStatusExt;

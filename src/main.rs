@@ -3,6 +3,7 @@
 //! It knows the subcommands and exit codes; the pipeline itself is parse → plan → render →
 //! run → verify → report, one module each.
 
+mod cancel;
 mod cli;
 mod escape;
 mod job;
@@ -11,6 +12,7 @@ mod plan;
 mod render;
 mod report;
 mod run;
+mod slots;
 mod verify;
 
 use clap::Parser;

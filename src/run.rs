@@ -4,14 +4,17 @@
 //! It knows the order of the pipeline and how ninja and make are invoked; the details of each
 //! step live in parse, plan, render, verify and report.
 
+use crate::cancel::{self, Watch};
 use crate::cli::{EmitArgs, RunArgs};
 use crate::parse::{self, JobFile};
 use crate::plan;
 use crate::render::{self, Format, RunHooks};
 use crate::report::{self, Fail};
+use crate::slots;
 use crate::verify;
 use camino::{Utf8Path, Utf8PathBuf};
 use std::fs::{self, File};
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
@@ -56,6 +59,8 @@ pub fn emit(args: &EmitArgs) -> Result<(), Fail> {
 
 /// The default run: everything from the job file to verified outputs.
 pub fn run(args: &RunArgs) -> Result<(), Fail> {
+    let jobserver = slots::probe();
+    let watch = Watch::start().map_err(|e| Fail::environment(format!("watch signals: {e}")))?;
     let path = args
         .job_file
         .as_deref()
@@ -90,7 +95,7 @@ pub fn run(args: &RunArgs) -> Result<(), Fail> {
             p.display()
         ))
     })?;
-    let result = run_in(args, &file, path, &wrapper, &state_dir);
+    let result = run_in(args, &file, path, &wrapper, &state_dir, jobserver, &watch);
     if args.keep {
         let kept = state.keep();
         eprintln!("dtlto-bridge: kept {}", kept.display());
@@ -104,6 +109,8 @@ fn run_in(
     path: &Utf8Path,
     wrapper: &[String],
     state_dir: &Utf8Path,
+    jobserver: jobserver::FromEnv,
+    watch: &Watch,
 ) -> Result<(), Fail> {
     let exe = std::env::current_exe()
         .map_err(|e| Fail::environment(format!("find own executable: {e}")))?;
@@ -152,25 +159,40 @@ fn run_in(
             "find {program}: {e} (install it, or choose the other backend with --backend)"
         ))
     })?;
-    let jobs = args.jobs.map(|j| j as usize).unwrap_or_else(|| {
-        std::thread::available_parallelism()
-            .map(usize::from)
-            .unwrap_or(1)
-    });
-    let mut cmd = Command::new(&program);
-    match format {
-        Format::Ninja => {
-            cmd.args(["-f", build_file.as_str(), "-j", &jobs.to_string()]);
-        }
-        Format::Make => {
-            cmd.args(["-f", build_file.as_str(), "-j", &jobs.to_string()])
-                .args(["-r", "-R", "-s", "--no-print-directory"])
-                // The jobserver of a parent make is a separate matter; here -j decides alone.
-                .env_remove("MAKEFLAGS")
-                .env_remove("MFLAGS")
-                .env_remove("MAKELEVEL");
-        }
+    let parallelism = std::thread::available_parallelism()
+        .map(usize::from)
+        .unwrap_or(1);
+    let pool_dir = args
+        .host_pool
+        .clone()
+        .unwrap_or_else(slots::default_pool_dir);
+    let decision = slots::decide(
+        jobserver,
+        &slots::Request {
+            explicit_jobs: args.jobs.map(|j| j as usize),
+            parallelism,
+            host_slots: args.host_slots.unwrap_or(parallelism),
+            pool_dir: &pool_dir,
+            state_dir,
+            job_count: file.jobs.len(),
+        },
+    );
+    for w in &decision.warnings {
+        report::warning(w);
     }
+    let mut cmd = Command::new(&program);
+    cmd.args([
+        "-f",
+        build_file.as_str(),
+        "-j",
+        &decision.build_jobs.to_string(),
+    ]);
+    if format == Format::Make {
+        cmd.args(["-r", "-R", "-s", "--no-print-directory"]);
+    }
+    decision.configure(&mut cmd);
+    // Its own process group, so a signal reaches the tool and every job through `watch`.
+    cmd.process_group(0);
     let log_path = state_dir.join("tool.log");
     let log = File::create(&log_path)
         .map_err(|e| Fail::environment(format!("create {log_path}: {e}")))?;
@@ -181,9 +203,22 @@ fn run_in(
         .stdin(Stdio::null())
         .stdout(log)
         .stderr(log2)
-        .status()
+        .spawn()
+        .and_then(|mut child| {
+            watch.forward_to(-(child.id() as i32));
+            child.wait()
+        })
         .map_err(|e| Fail::environment(format!("run {}: {e}", program.display())))?;
+    drop(decision);
 
+    if let Some(sig) = watch.received() {
+        let outcomes = verify::check(file, state_dir, Path::new("."));
+        verify::remove_failed_outputs(file, &outcomes, Path::new("."));
+        return Err(Fail::new(
+            cancel::exit_code(sig),
+            format!("run backend jobs: interrupted by signal {sig}"),
+        ));
+    }
     let cwd = Path::new(".");
     let outcomes = verify::check(file, state_dir, cwd);
     if status.success() && outcomes.iter().all(verify::Outcome::ok) {

@@ -80,6 +80,8 @@ impl Space {
                 cmd.env_remove(k);
             }
         }
+        // The host-wide pool of this space alone, so tests running at once do not share it.
+        cmd.env("DTLTO_BRIDGE_HOST_POOL", self.tmp.with_file_name("pool"));
     }
 
     /// dtlto-bridge with these arguments, run in the link directory.
