@@ -86,6 +86,10 @@ pub struct RunArgs {
     #[arg(long, value_name = "DIR", env = "DTLTO_BRIDGE_HOST_POOL")]
     pub host_pool: Option<Utf8PathBuf>,
 
+    /// Do not re-run a job locally, without the wrapper, when it fails through the wrapper.
+    #[arg(long, env = "DTLTO_BRIDGE_NO_FALLBACK", value_parser = clap::builder::BoolishValueParser::new())]
+    pub no_fallback: bool,
+
     /// Keep the temporary directory (build file, logs) and print where it is.
     #[arg(long, env = "DTLTO_BRIDGE_KEEP", value_parser = clap::builder::BoolishValueParser::new())]
     pub keep: bool,
@@ -156,6 +160,12 @@ pub struct EmitArgs {
 pub struct JobArgs {
     pub state_dir: Utf8PathBuf,
     pub index: usize,
+    /// How many trailing words of the command are the job itself; any before are the wrapper.
+    #[arg(long)]
+    pub local: usize,
+    /// A file the job must write, non-empty.
+    #[arg(long = "output")]
+    pub outputs: Vec<String>,
     #[arg(last = true, required = true)]
     pub command: Vec<String>,
 }

@@ -22,6 +22,16 @@ pub struct Status {
     /// Seconds since the Unix epoch.
     pub start: f64,
     pub end: f64,
+    /// Set when the run through the wrapper failed and the job was run again locally.
+    #[serde(default)]
+    pub fallback: Option<Fallback>,
+}
+
+/// Why a job ran a second time, locally, and what the wrapped run said.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Fallback {
+    pub reason: String,
+    pub stderr: String,
 }
 
 impl Status {
@@ -69,10 +79,16 @@ fn now() -> f64 {
         .unwrap_or_default()
 }
 
-/// Takes a slot, runs the command with its stderr saved, writes the status, gives the slot
-/// back, and returns the exit code. A cancelling signal goes on to the command.
-pub fn run(state_dir: &Utf8Path, index: usize, command: &[String]) -> anyhow::Result<i32> {
+/// Environment variable with which a run turns the local fallback off for its launchers.
+pub const NO_FALLBACK_ENV: &str = "DTLTO_BRIDGE_NO_FALLBACK";
+
+/// Takes a slot, runs the command with its stderr saved, and — when a wrapper ran it and it
+/// failed or left an output missing or empty — runs the job once more locally, without the
+/// wrapper. Writes the status, gives the slot back, and returns the exit code. A cancelling
+/// signal goes on to the command.
+pub fn run(args: &crate::cli::JobArgs) -> anyhow::Result<i32> {
     use anyhow::Context;
+    let (state_dir, index, command) = (args.state_dir.as_path(), args.index, &args.command);
     let watch = crate::cancel::Watch::start().context("watch signals")?;
     let held = crate::slots::acquire(&|| watch.received().is_some()).context("take a job slot")?;
     let Some(held) = held else {
@@ -81,8 +97,49 @@ pub fn run(state_dir: &Utf8Path, index: usize, command: &[String]) -> anyhow::Re
             watch.received().unwrap_or(libc::SIGTERM),
         ));
     };
+    let local = &command[command.len().saturating_sub(args.local)..];
+    let wrapped = command.len() > local.len();
+    let fallback_allowed = wrapped
+        && !matches!(
+            std::env::var(NO_FALLBACK_ENV).as_deref(),
+            Ok("1" | "true" | "yes" | "on")
+        );
+
     let stderr_file = stderr_path(state_dir, index);
-    let stderr = File::create(&stderr_file).with_context(|| format!("create {stderr_file}"))?;
+    let mut status = attempt(command, &stderr_file, &watch)?;
+    if fallback_allowed && watch.received().is_none() {
+        if let Some(reason) = problem(&status, &args.outputs) {
+            for out in &args.outputs {
+                let _ = fs::remove_file(out);
+            }
+            let stderr = fs::read_to_string(&stderr_file).unwrap_or_default();
+            let start = status.start;
+            status = attempt(local, &stderr_file, &watch)?;
+            status.start = start;
+            status.fallback = Some(Fallback { reason, stderr });
+        }
+    }
+    drop(held);
+
+    let path = status_path(state_dir, index);
+    let partial = path.with_extension("status.partial");
+    fs::write(&partial, serde_json::to_vec(&status)?)
+        .with_context(|| format!("write {partial}"))?;
+    fs::rename(&partial, &path).with_context(|| format!("rename {partial} to {path}"))?;
+    if let Some(e) = &status.spawn_error {
+        eprintln!("dtlto-bridge: error: run job {index}: {e}");
+    }
+    Ok(status.exit_code())
+}
+
+/// Runs one command to its end, its stderr into `stderr_file`.
+fn attempt(
+    command: &[String],
+    stderr_file: &Utf8Path,
+    watch: &crate::cancel::Watch,
+) -> anyhow::Result<Status> {
+    use anyhow::Context;
+    let stderr = File::create(stderr_file).with_context(|| format!("create {stderr_file}"))?;
     let start = now();
     let result = Command::new(&command[0])
         .args(&command[1..])
@@ -93,8 +150,7 @@ pub fn run(state_dir: &Utf8Path, index: usize, command: &[String]) -> anyhow::Re
             child.wait()
         });
     let end = now();
-    drop(held);
-    let status = match result {
+    Ok(match result {
         Ok(s) => {
             use std::os::unix::process::ExitStatusExt;
             Status {
@@ -103,6 +159,7 @@ pub fn run(state_dir: &Utf8Path, index: usize, command: &[String]) -> anyhow::Re
                 spawn_error: None,
                 start,
                 end,
+                fallback: None,
             }
         }
         Err(e) => Status {
@@ -111,17 +168,19 @@ pub fn run(state_dir: &Utf8Path, index: usize, command: &[String]) -> anyhow::Re
             spawn_error: Some(format!("{}: {e}", command[0])),
             start,
             end,
+            fallback: None,
         },
-    };
-    let path = status_path(state_dir, index);
-    let partial = path.with_extension("status.partial");
-    fs::write(&partial, serde_json::to_vec(&status)?)
-        .with_context(|| format!("write {partial}"))?;
-    fs::rename(&partial, &path).with_context(|| format!("rename {partial} to {path}"))?;
-    if let Some(e) = &status.spawn_error {
-        eprintln!("dtlto-bridge: error: run job {index}: {e}");
+    })
+}
+
+/// What is wrong with a finished run: a failure, or an output missing, empty or cut short.
+fn problem(status: &Status, outputs: &[String]) -> Option<String> {
+    if !status.success() {
+        return Some(status.describe());
     }
-    Ok(status.exit_code())
+    outputs.iter().find_map(|out| {
+        crate::verify::output_problem(std::path::Path::new(out)).map(|p| p.describe(out))
+    })
 }
 
 /// Reads the status job N left, if it ran to the end.

@@ -14,6 +14,7 @@ mod report;
 mod run;
 mod slots;
 mod verify;
+mod wrapper;
 
 use clap::Parser;
 use cli::{Cli, Command};
@@ -22,7 +23,7 @@ fn main() {
     let cli = Cli::parse();
     let result = match &cli.command {
         Some(Command::Emit(args)) => run::emit(args),
-        Some(Command::Job(args)) => match job::run(&args.state_dir, args.index, &args.command) {
+        Some(Command::Job(args)) => match job::run(args) {
             Ok(code) => std::process::exit(code),
             Err(e) => Err(report::Fail::environment(format!(
                 "run job {}: {e:#}",

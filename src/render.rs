@@ -30,8 +30,9 @@ impl Format {
     }
 }
 
-/// What a run adds to the file: a private directory for ninja's state, and the
-/// per-job launcher (`dtlto-bridge __job DIR N --`) that records each job's outcome.
+/// What a run adds to the file: a private directory for ninja's state, and the per-job
+/// launcher (`dtlto-bridge __job DIR N --local K --output OUT... --`) that takes a slot, runs the
+/// job, falls back to a local run when the wrapper fails, and records the outcome.
 pub struct RunHooks {
     pub state_dir: String,
     pub launcher: Vec<String>,
@@ -54,10 +55,18 @@ pub fn render(format: Format, file: &JobFile, opts: &Options<'_>) -> Result<Stri
     text.map_err(|e| format!("render {}: {e}", format.file_name()))
 }
 
-fn launcher(opts: &Options<'_>, index: usize) -> Option<String> {
+fn launcher(opts: &Options<'_>, index: usize, job: &Job) -> Option<String> {
     opts.run.as_ref().map(|run| {
         let mut words = run.launcher.clone();
-        words.extend([index.to_string(), "--".to_string()]);
+        words.extend([
+            index.to_string(),
+            "--local".into(),
+            job.command.len().to_string(),
+        ]);
+        for out in &job.outputs {
+            words.extend(["--output".to_string(), out.clone()]);
+        }
+        words.push("--".into());
         escape::shell_line(&words) + " "
     })
 }
@@ -110,7 +119,7 @@ fn ninja_job(index: usize, job: &Job, opts: &Options<'_>) -> Result<NinjaJob, St
         outputs: paths(&job.outputs)?.join(" "),
         inputs: paths(&job.inputs)?,
         args: escape::ninja_value(&escape::shell_line(&job.command))?,
-        launch: launcher(opts, index)
+        launch: launcher(opts, index, job)
             .map(|l| escape::ninja_value(&l))
             .transpose()?,
     })
@@ -166,7 +175,7 @@ fn make(file: &JobFile, opts: &Options<'_>) -> Result<Make, String> {
 fn make_job(index: usize, job: &Job, opts: &Options<'_>) -> Result<MakeJob, String> {
     let outputs: Option<Vec<String>> = job.outputs.iter().map(|p| escape::make_path(p)).collect();
     let inputs: Option<Vec<String>> = job.inputs.iter().map(|p| escape::make_path(p)).collect();
-    let launch = match launcher(opts, index) {
+    let launch = match launcher(opts, index, job) {
         Some(l) => escape::make_recipe(&l)?,
         None => String::new(),
     };

@@ -71,7 +71,7 @@ pub fn failed_job(file: &JobFile, wrapper: &[String], o: &Outcome) -> String {
             )
         }
         Some(_) => format!(
-            "exit status 0, but it wrote an empty {}",
+            "exit status 0, but it wrote an empty or truncated {}",
             shell_line(&o.empty)
         ),
     };
@@ -80,6 +80,13 @@ pub fn failed_job(file: &JobFile, wrapper: &[String], o: &Outcome) -> String {
         o.index,
         shell_line(&job.outputs)
     );
+    if let Some(fb) = o.status.as_ref().and_then(|s| s.fallback.as_ref()) {
+        let _ = writeln!(out, "  through the wrapper: {}; then locally:", fb.reason);
+        if !fb.stderr.trim().is_empty() {
+            out.push_str("  wrapper stderr:\n");
+            indent(&fb.stderr, &mut out);
+        }
+    }
     let command: Vec<&String> = wrapper.iter().chain(&job.command).collect();
     let _ = writeln!(out, "  command: {}", shell_line(&command));
     if o.stderr.trim().is_empty() {
@@ -145,6 +152,26 @@ pub fn job_warnings(file: &JobFile, outcomes: &[Outcome]) {
             shell_line(&file.jobs[o.index].outputs)
         );
         indent(&o.stderr, &mut text);
+        warning(text.trim_end());
+    }
+}
+
+/// Tells which jobs fell back to a local run, and why.
+pub fn fallbacks(file: &JobFile, outcomes: &[Outcome]) {
+    for o in outcomes {
+        let Some(fb) = o.status.as_ref().and_then(|s| s.fallback.as_ref()) else {
+            continue;
+        };
+        let mut text = format!(
+            "job {} ({}) failed through the wrapper ({}) and was run again locally",
+            o.index,
+            shell_line(&file.jobs[o.index].outputs),
+            fb.reason
+        );
+        if !fb.stderr.trim().is_empty() {
+            text.push_str("; the wrapper said:\n");
+            indent(&fb.stderr, &mut text);
+        }
         warning(text.trim_end());
     }
 }

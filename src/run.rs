@@ -180,6 +180,9 @@ fn run_in(
     for w in &decision.warnings {
         report::warning(w);
     }
+    if let Some(w) = crate::wrapper::known_local(wrapper) {
+        report::warning(&w);
+    }
     let mut cmd = Command::new(&program);
     cmd.args([
         "-f",
@@ -191,6 +194,10 @@ fn run_in(
         cmd.args(["-r", "-R", "-s", "--no-print-directory"]);
     }
     decision.configure(&mut cmd);
+    cmd.env(
+        crate::job::NO_FALLBACK_ENV,
+        if args.no_fallback { "1" } else { "0" },
+    );
     // Its own process group, so a signal reaches the tool and every job through `watch`.
     cmd.process_group(0);
     let log_path = state_dir.join("tool.log");
@@ -223,6 +230,7 @@ fn run_in(
     let outcomes = verify::check(file, state_dir, cwd);
     if status.success() && outcomes.iter().all(verify::Outcome::ok) {
         report::job_warnings(file, &outcomes);
+        report::fallbacks(file, &outcomes);
         return Ok(());
     }
     verify::remove_failed_outputs(file, &outcomes, cwd);

@@ -159,7 +159,9 @@ fn a_job_that_writes_nothing_or_an_empty_file_fails() {
             "{err}"
         );
         assert!(
-            err.contains("run job 1 (empty.o): exit status 0, but it wrote an empty empty.o"),
+            err.contains(
+                "run job 1 (empty.o): exit status 0, but it wrote an empty or truncated empty.o"
+            ),
             "{err}"
         );
         assert!(!s.exists("empty.o"));
