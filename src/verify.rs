@@ -149,7 +149,8 @@ mod tests {
     #[test]
     fn outputs_are_checked_for_presence_emptiness_and_truncation() {
         let dir = tempfile::tempdir().unwrap();
-        let cases: &[(&str, Option<Vec<u8>>, Option<Problem>)] = &[
+        type Case = (&'static str, Option<Vec<u8>>, Option<Problem>);
+        let cases: &[Case] = &[
             ("missing.o", None, Some(Problem::Missing)),
             ("empty.o", Some(vec![]), Some(Problem::Bad("an empty"))),
             ("whole.o", Some(elf64(64 + 2 * 64, 64, 2)), None),
