@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what dtlto-bridge's example and tests need, when missing: clang-22, lld-22, llvm-22,
-# ninja and make from Debian bookworm (its security suite carries clang-22 and lld-22; needs root
+# ninja, make, distcc and procps from Debian bookworm (its security suite carries clang-22 and lld-22; needs root
 # or sudo), and, for the jobserver tests, make 4.4.1 and ninja 1.13.2 from PyPI into
 # target/pytools (a virtualenv, so they never shadow Debian's make 4.3 and ninja 1.11).
 set -euo pipefail
@@ -12,6 +12,8 @@ command -v llvm-ar-22 >/dev/null || need+=(llvm-22)
 command -v ninja >/dev/null || need+=(ninja-build)
 command -v make >/dev/null || need+=(make)
 command -v python3 >/dev/null || need+=(python3)
+command -v distcc >/dev/null || need+=(distcc)
+command -v ps >/dev/null || need+=(procps)
 
 if [ ${#need[@]} -gt 0 ]; then
   echo "setup: installing ${need[*]}" >&2
@@ -36,6 +38,6 @@ fi
 "$py/bin/make" --version | grep -q 'GNU Make 4.4.1' || { echo "setup: $py/bin/make is not make 4.4.1" >&2; exit 1; }
 "$py/bin/ninja" --version | grep -q '^1.13' || { echo "setup: $py/bin/ninja is not ninja 1.13" >&2; exit 1; }
 
-for tool in clang-22 ld.lld-22 llvm-ar-22 ninja make cargo; do
+for tool in clang-22 ld.lld-22 llvm-ar-22 ninja make distcc distccd ps cargo; do
   command -v "$tool" >/dev/null || { echo "setup: $tool is still missing" >&2; exit 1; }
 done

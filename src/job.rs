@@ -60,6 +60,12 @@ impl Status {
     }
 }
 
+/// Every launcher holds a shared lock on this file while it lives, so the run can wait for the
+/// last one to finish before it removes the directory.
+pub fn launchers_lock(state_dir: &Utf8Path) -> Utf8PathBuf {
+    state_dir.join("launchers.lock")
+}
+
 pub fn jobs_dir(state_dir: &Utf8Path) -> Utf8PathBuf {
     state_dir.join("jobs")
 }
@@ -90,6 +96,8 @@ pub fn run(args: &crate::cli::JobArgs) -> anyhow::Result<i32> {
     use anyhow::Context;
     let (state_dir, index, command) = (args.state_dir.as_path(), args.index, &args.command);
     let watch = crate::cancel::Watch::start().context("watch signals")?;
+    let alive = File::open(launchers_lock(state_dir)).context("open the launchers' lock")?;
+    alive.lock_shared().context("lock the launchers' lock")?;
     let held = crate::slots::acquire(&|| watch.received().is_some()).context("take a job slot")?;
     let Some(held) = held else {
         // Cancelled while waiting: the job never started.

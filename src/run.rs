@@ -120,6 +120,9 @@ fn run_in(
     fs::create_dir(crate::job::jobs_dir(state_dir)).map_err(|e| {
         Fail::environment(format!("create {}: {e}", crate::job::jobs_dir(state_dir)))
     })?;
+    let launchers = crate::job::launchers_lock(state_dir);
+    let launchers = File::create(&launchers)
+        .map_err(|e| Fail::environment(format!("create {launchers}: {e}")))?;
 
     let ninja = which::which(&args.ninja).ok();
     let format = plan::choose_backend(args.backend, ninja.is_some());
@@ -219,6 +222,11 @@ fn run_in(
     drop(decision);
 
     if let Some(sig) = watch.received() {
+        // ninja may exit before the jobs it signalled: wait (a while) for the last launcher.
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while launchers.try_lock().is_err() && std::time::Instant::now() < until {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
         let outcomes = verify::check(file, state_dir, Path::new("."));
         verify::remove_failed_outputs(file, &outcomes, Path::new("."));
         return Err(Fail::new(
