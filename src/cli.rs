@@ -53,6 +53,10 @@ pub enum Command {
     ///
     /// Run it later from the same directory with `ninja -f FILE` or `make -f FILE`.
     Emit(EmitArgs),
+    /// Check this machine: clang and lld with DTLTO, make and ninja, the jobserver, the wrapper.
+    ///
+    /// Exits non-zero when something a link needs is missing.
+    Doctor(DoctorArgs),
     /// Run one job and record its outcome (used inside generated build files).
     #[command(name = "__job", hide = true)]
     Job(JobArgs),
@@ -94,6 +98,12 @@ pub struct RunArgs {
     #[arg(long, env = "DTLTO_BRIDGE_KEEP", value_parser = clap::builder::BoolishValueParser::new())]
     pub keep: bool,
 
+    #[command(flatten)]
+    pub tools: ToolArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct ToolArgs {
     /// The ninja program to run.
     #[arg(
         long,
@@ -111,6 +121,19 @@ pub struct RunArgs {
         default_value = "make"
     )]
     pub make: String,
+}
+
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    /// Build tool the runs would use [default: ninja if found on PATH, else make].
+    #[arg(long, value_enum, env = "DTLTO_BRIDGE_BACKEND")]
+    pub backend: Option<Format>,
+
+    #[command(flatten)]
+    pub wrapper: WrapperArg,
+
+    #[command(flatten)]
+    pub tools: ToolArgs,
 }
 
 #[derive(Debug, Args)]

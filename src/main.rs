@@ -5,6 +5,7 @@
 
 mod cancel;
 mod cli;
+mod doctor;
 mod escape;
 mod job;
 mod parse;
@@ -23,6 +24,7 @@ fn main() {
     let cli = Cli::parse();
     let result = match &cli.command {
         Some(Command::Emit(args)) => run::emit(args),
+        Some(Command::Doctor(args)) => doctor::doctor(args),
         Some(Command::Job(args)) => match job::run(args) {
             Ok(code) => std::process::exit(code),
             Err(e) => Err(report::Fail::environment(format!(

@@ -124,7 +124,7 @@ fn run_in(
     let launchers = File::create(&launchers)
         .map_err(|e| Fail::environment(format!("create {launchers}: {e}")))?;
 
-    let ninja = which::which(&args.ninja).ok();
+    let ninja = which::which(&args.tools.ninja).ok();
     let format = plan::choose_backend(args.backend, ninja.is_some());
     let opts = render::Options {
         wrapper,
@@ -154,8 +154,8 @@ fn run_in(
         .map_err(|e| Fail::environment(format!("write {build_file}: {e}")))?;
 
     let program = match format {
-        Format::Ninja => args.ninja.as_str(),
-        Format::Make => args.make.as_str(),
+        Format::Ninja => args.tools.ninja.as_str(),
+        Format::Make => args.tools.make.as_str(),
     };
     let program = which::which(program).map_err(|e| {
         Fail::environment(format!(

@@ -303,3 +303,64 @@ fn bad_option_values_are_usage_errors() {
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
     }
 }
+
+#[test]
+fn doctor_reports_tools_jobserver_and_wrapper() {
+    let s = Space::new();
+    let out = s.ok(&mut s.bridge(&["doctor", "--wrapper", "distcc"]));
+    let text = String::from_utf8(out.stdout).unwrap();
+    for want in [
+        "clang:     ",
+        "supports DTLTO (-fthinlto-distributor=)",
+        "supports DTLTO (--thinlto-distributor=)",
+        "ninja:     ",
+        "make:      ",
+        "jobserver: none in the environment",
+        "distcc runs ThinLTO backend jobs on this machine",
+        "ok: dtlto-bridge can run links here",
+    ] {
+        assert!(text.contains(want), "doctor lacks {want:?}:\n{text}");
+    }
+
+    let out = run(
+        &s,
+        &[
+            "doctor",
+            "--backend=make",
+            "--make=no-such-make",
+            "--wrapper=no-such-wrapper",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(3));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("make:      MISSING: no-such-make is not on PATH"),
+        "{text}"
+    );
+    assert!(
+        stderr(&out).contains("missing or unusable: make, wrapper"),
+        "{}",
+        stderr(&out)
+    );
+
+    // Under make: with '+' the jobserver is usable; without it make 4.3 closes the descriptors.
+    s.write(
+        "outer.mk",
+        &format!(
+            "all:\n\t+'{0}' doctor > plus.txt\n\t'{0}' doctor > plain.txt\n",
+            common::BRIDGE
+        ),
+    );
+    s.ok(&mut s.command("make", &["-j2", "-f", "outer.mk"]));
+    assert!(
+        s.read("plus.txt")
+            .contains("jobserver: usable, from MAKEFLAGS="),
+        "{}",
+        s.read("plus.txt")
+    );
+    assert!(
+        s.read("plain.txt").contains("but unusable") && s.read("plain.txt").contains("'+'"),
+        "{}",
+        s.read("plain.txt")
+    );
+}
