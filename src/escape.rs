@@ -16,6 +16,19 @@ pub fn shell_line<S: AsRef<str>>(words: &[S]) -> String {
     quoted.join(" ")
 }
 
+/// Quotes words for POSIX sh so that the line can also start a Makefile recipe: make takes a
+/// leading `@`, `-` or `+` (even one that comes from a variable) as a recipe prefix, so a first
+/// word starting with one is always quoted.
+pub fn shell_line_for_recipe<S: AsRef<str>>(words: &[S]) -> String {
+    let mut line = shell_line(words);
+    if let Some(first) = words.first().map(AsRef::as_ref) {
+        if first.starts_with(['@', '-', '+']) && !line.starts_with('\'') {
+            line = format!("'{}'{}", first, &line[first.len()..]);
+        }
+    }
+    line
+}
+
 /// Why a string cannot be written in a build file.
 fn refuse(s: &str, file: &str, c: char) -> String {
     format!(
@@ -101,15 +114,22 @@ pub fn make_recipe(text: &str) -> Result<String, String> {
     Ok(text.replace('$', "$$"))
 }
 
-/// A variable value in a Makefile (`NAME = value`): `$` doubles and `#` takes a backslash.
+/// The Makefile variable that holds a literal `#`: make reads `#` in an assignment as the start
+/// of a comment, and its backslash escape interacts with backslashes before it.
+pub const MAKE_HASH_VAR: &str = "DTLTO_BRIDGE_HASH";
+
+/// A variable value in a Makefile (`NAME = value`): `$` doubles and `#` becomes a reference to
+/// the variable that holds it.
 pub fn make_value(value: &str) -> Result<String, String> {
     if let Some(c) = first_of(value, &['\n', '\r', '\0']) {
         return Err(refuse(value, "a Makefile", c));
     }
-    if value.contains("\\#") || value.ends_with('\\') {
+    if value.ends_with('\\') {
         return Err(refuse(value, "a Makefile variable", '\\'));
     }
-    Ok(value.replace('$', "$$").replace('#', "\\#"))
+    Ok(value
+        .replace('$', "$$")
+        .replace('#', &format!("$({MAKE_HASH_VAR})")))
 }
 
 /// A Makefile comment line may hold anything but a line break.
@@ -143,6 +163,23 @@ mod tests {
         {
             let line = shell_line(&[*p, "x"]);
             assert_eq!(shell_words::split(&line).unwrap(), [*p, "x"], "{line}");
+        }
+    }
+
+    #[test]
+    fn recipe_lines_never_start_with_a_make_prefix() {
+        let table: &[(&[&str], &str)] = &[
+            (&["@", "cc"], "'@' cc"),
+            (&["-x", "a b"], "'-x' 'a b'"),
+            (&["+cc"], "'+cc'"),
+            (&["@a'b"], "'@a'\\''b'"),
+            (&["cc", "-c"], "cc -c"),
+            (&[], ""),
+        ];
+        for (words, want) in table {
+            let got = shell_line_for_recipe(words);
+            assert_eq!(&got, want);
+            assert_eq!(shell_words::split(&got).unwrap(), *words);
         }
     }
 
@@ -231,8 +268,11 @@ mod tests {
         );
         assert!(make_recipe("a\nb").unwrap_err().contains("a newline"));
         assert_eq!(make_value("distcc").unwrap(), "distcc");
-        assert_eq!(make_value("'x#y' $z").unwrap(), "'x\\#y' $$z");
-        assert!(make_value("x\\#").is_err());
+        assert_eq!(
+            make_value("'x#y' $z").unwrap(),
+            "'x$(DTLTO_BRIDGE_HASH)y' $$z"
+        );
+        assert_eq!(make_value("'\\#'").unwrap(), "'\\$(DTLTO_BRIDGE_HASH)'");
         assert!(make_value("x\\").is_err());
         assert!(make_value("a\rb").is_err());
     }

@@ -3,22 +3,9 @@
 //! It knows the subcommands and exit codes; the pipeline itself is parse → plan → render →
 //! run → verify → report, one module each.
 
-mod cancel;
-mod cli;
-mod doctor;
-mod escape;
-mod job;
-mod parse;
-mod plan;
-mod render;
-mod report;
-mod run;
-mod slots;
-mod verify;
-mod wrapper;
-
 use clap::Parser;
-use cli::{Cli, Command};
+use dtlto_bridge::cli::{Cli, Command};
+use dtlto_bridge::{doctor, job, report, run};
 
 fn main() {
     let cli = Cli::parse();

@@ -165,7 +165,7 @@ fn make(file: &JobFile, opts: &Options<'_>) -> Result<Make, String> {
         version: env!("CARGO_PKG_VERSION"),
         source: escape::comment(opts.source),
         linker_output: escape::comment(&file.linker_output),
-        dist_cc: escape::make_value(&escape::shell_line(opts.wrapper))?,
+        dist_cc: escape::make_value(&escape::shell_line_for_recipe(opts.wrapper))?,
         goals: jobs.iter().map(|j| j.target.clone()).collect(),
         phony,
         jobs,
@@ -179,7 +179,7 @@ fn make_job(index: usize, job: &Job, opts: &Options<'_>) -> Result<MakeJob, Stri
         Some(l) => escape::make_recipe(&l)?,
         None => String::new(),
     };
-    let recipe = escape::make_recipe(&escape::shell_line(&job.command))?;
+    let recipe = escape::make_recipe(&escape::shell_line_for_recipe(&job.command))?;
     let quoted_outputs = escape::comment(&escape::shell_line(&job.outputs));
     Ok(match (outputs, inputs) {
         (Some(outputs), Some(prereqs)) => MakeJob {

@@ -8,6 +8,9 @@ SHELL = /bin/sh
 .SUFFIXES:
 .DELETE_ON_ERROR:
 
+# A literal '#', for values below that hold one.
+DTLTO_BRIDGE_HASH := \#
+
 # Prefix of every job's command, such as distcc or icecc.
 DIST_CC = 
 
