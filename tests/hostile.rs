@@ -157,7 +157,7 @@ fn json_value() -> impl Strategy<Value = serde_json::Value> {
     let leaf = prop_oneof![
         Just(Value::Null),
         any::<bool>().prop_map(Value::Bool),
-        any::<i64>().prop_map(|n| Value::from(n)),
+        any::<i64>().prop_map(Value::from),
         (0u64..4).prop_map(Value::from),
         word().prop_map(Value::String),
         Just(Value::String(String::new())),
