@@ -327,3 +327,32 @@ fn real_distcc_runs_backend_jobs_locally_and_dtlto_bridge_warns() {
         "no job reached distccd: {server}"
     );
 }
+
+/// Two links of the same output in one directory at once (only lld's process ids differ in
+/// their file names) never clash on temporary or build files.
+#[test]
+fn concurrent_links_of_one_output_in_one_directory_do_not_clash() {
+    let s = Space::new();
+    let inputs = s.hello();
+    for backend in ["ninja", "make"] {
+        let links: Vec<Child> = (0..2)
+            .map(|_| {
+                let mut cmd = s.command(
+                    "clang-22",
+                    &["-O2", "-flto=thin", "-fuse-ld=lld-22", "-o", "hello"],
+                );
+                cmd.arg(format!("-fthinlto-distributor={BRIDGE}"))
+                    .arg(format!("-Xthinlto-distributor=--backend={backend}"))
+                    .args(&inputs)
+                    .stderr(Stdio::piped());
+                cmd.spawn().unwrap()
+            })
+            .collect();
+        for link in links {
+            assert_linked(&link.wait_with_output().unwrap());
+        }
+        assert_eq!(s.run_program("hello"), HELLO);
+        assert!(s.leftovers().is_empty(), "{:?}", s.leftovers());
+        assert!(s.files_matching("dist-file").is_empty());
+    }
+}
