@@ -94,6 +94,18 @@ pub struct RunArgs {
     #[arg(long, env = "DTLTO_BRIDGE_NO_FALLBACK", value_parser = clap::builder::BoolishValueParser::new())]
     pub no_fallback: bool,
 
+    /// Print nothing on success: no progress line, no summary line.
+    #[arg(short, long, env = "DTLTO_BRIDGE_QUIET", value_parser = clap::builder::BoolishValueParser::new())]
+    pub quiet: bool,
+
+    /// Write a JSON report of every job (command, times, exit status, where it ran) to FILE.
+    #[arg(long, value_name = "FILE", env = "DTLTO_BRIDGE_REPORT")]
+    pub report: Option<Utf8PathBuf>,
+
+    /// Write a Chrome trace-event timeline of the jobs (one lane per slot) to FILE.
+    #[arg(long, value_name = "FILE", env = "DTLTO_BRIDGE_TRACE")]
+    pub trace: Option<Utf8PathBuf>,
+
     /// Keep the temporary directory (build file, logs) and print where it is.
     #[arg(long, env = "DTLTO_BRIDGE_KEEP", value_parser = clap::builder::BoolishValueParser::new())]
     pub keep: bool,

@@ -22,6 +22,9 @@ pub struct Status {
     /// Seconds since the Unix epoch.
     pub start: f64,
     pub end: f64,
+    /// Whether the command ran through a wrapper (at first).
+    #[serde(default)]
+    pub wrapped: bool,
     /// Set when the run through the wrapper failed and the job was run again locally.
     #[serde(default)]
     pub fallback: Option<Fallback>,
@@ -78,7 +81,8 @@ pub fn status_path(state_dir: &Utf8Path, index: usize) -> Utf8PathBuf {
     jobs_dir(state_dir).join(format!("{index}.status"))
 }
 
-fn now() -> f64 {
+/// Seconds since the Unix epoch.
+pub fn now() -> f64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs_f64())
@@ -115,6 +119,7 @@ pub fn run(args: &crate::cli::JobArgs) -> anyhow::Result<i32> {
 
     let stderr_file = stderr_path(state_dir, index);
     let mut status = attempt(command, &stderr_file, &watch)?;
+    status.wrapped = wrapped;
     if fallback_allowed && watch.received().is_none() {
         if let Some(reason) = problem(&status, &args.outputs) {
             for out in &args.outputs {
@@ -124,6 +129,7 @@ pub fn run(args: &crate::cli::JobArgs) -> anyhow::Result<i32> {
             let start = status.start;
             status = attempt(local, &stderr_file, &watch)?;
             status.start = start;
+            status.wrapped = true;
             status.fallback = Some(Fallback { reason, stderr });
         }
     }
@@ -167,6 +173,7 @@ fn attempt(
                 spawn_error: None,
                 start,
                 end,
+                wrapped: false,
                 fallback: None,
             }
         }
@@ -176,6 +183,7 @@ fn attempt(
             spawn_error: Some(format!("{}: {e}", command[0])),
             start,
             end,
+            wrapped: false,
             fallback: None,
         },
     })

@@ -10,6 +10,8 @@ pub mod escape;
 pub mod job;
 pub mod parse;
 pub mod plan;
+pub mod progress;
+pub mod record;
 pub mod render;
 pub mod report;
 pub mod run;

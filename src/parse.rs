@@ -22,6 +22,8 @@ pub struct Job {
     /// The bitcode module, the index shard, the imports, then inputs shared by all jobs.
     pub inputs: Vec<String>,
     pub outputs: Vec<String>,
+    /// How many of the inputs are imported modules.
+    pub imports: usize,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -127,6 +129,7 @@ fn parse_current(common: &Map<String, Value>, jobs: &[Value]) -> Result<Vec<Job>
         command.extend(args);
         out.push(Job {
             command,
+            imports: inputs.len().saturating_sub(2),
             inputs: with_common(inputs, &common_inputs),
             outputs,
         });
@@ -173,10 +176,15 @@ fn parse_placeholder(common: &Map<String, Value>, jobs: &[Value]) -> Result<Vec<
             .enumerate()
             .map(|(k, arg)| expand(arg, job, &format!("common.args[{k}]"), &at))
             .collect::<Result<_, _>>()?;
+        let imports = job
+            .get("imports")
+            .and_then(Value::as_array)
+            .map_or(0, Vec::len);
         out.push(Job {
             command,
             inputs: with_common(inputs, &[]),
             outputs,
+            imports,
         });
     }
     Ok(out)
@@ -365,6 +373,7 @@ mod tests {
             ]
         );
         assert_eq!(j.inputs, ["a.o", "a.1.bc", "b.o", "prof.data"]);
+        assert_eq!(j.imports, 1);
         assert_eq!(j.outputs, ["a.1.o"]);
     }
 

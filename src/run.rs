@@ -8,12 +8,14 @@ use crate::cancel::{self, Watch};
 use crate::cli::{EmitArgs, RunArgs};
 use crate::parse::{self, JobFile};
 use crate::plan;
+use crate::record;
 use crate::render::{self, Format, RunHooks};
 use crate::report::{self, Fail};
 use crate::slots;
 use crate::verify;
 use camino::{Utf8Path, Utf8PathBuf};
 use std::fs::{self, File};
+use std::io::IsTerminal;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -209,6 +211,12 @@ fn run_in(
     let log2 = log
         .try_clone()
         .map_err(|e| Fail::environment(format!("open {log_path}: {e}")))?;
+    let started = crate::job::now();
+    let progress = crate::progress::Progress::start(
+        state_dir,
+        file.jobs.len(),
+        !args.quiet && std::io::stderr().is_terminal(),
+    );
     let status = cmd
         .stdin(Stdio::null())
         .stdout(log)
@@ -217,8 +225,10 @@ fn run_in(
         .and_then(|mut child| {
             watch.forward_to(-(child.id() as i32));
             child.wait()
-        })
-        .map_err(|e| Fail::environment(format!("run {}: {e}", program.display())))?;
+        });
+    progress.finish();
+    let status =
+        status.map_err(|e| Fail::environment(format!("run {}: {e}", program.display())))?;
     drop(decision);
 
     if let Some(sig) = watch.received() {
@@ -236,9 +246,33 @@ fn run_in(
     }
     let cwd = Path::new(".");
     let outcomes = verify::check(file, state_dir, cwd);
+    let input_bytes: Vec<u64> = file
+        .jobs
+        .iter()
+        .map(|j| {
+            j.inputs
+                .iter()
+                .filter_map(|p| fs::metadata(p).ok())
+                .map(|m| m.len())
+                .sum()
+        })
+        .collect();
+    let record = record::build(&record::RunInfo {
+        file,
+        wrapper,
+        outcomes: &outcomes,
+        input_bytes: &input_bytes,
+        backend: format.tool(),
+        start: started,
+        end: crate::job::now(),
+    });
+    write_records(args, &record)?;
     if status.success() && outcomes.iter().all(verify::Outcome::ok) {
         report::job_warnings(file, &outcomes);
         report::fallbacks(file, &outcomes);
+        if !args.quiet {
+            eprintln!("dtlto-bridge: {}", record::summary(&record));
+        }
         return Ok(());
     }
     verify::remove_failed_outputs(file, &outcomes, cwd);
@@ -253,4 +287,22 @@ fn run_in(
         &tool_log,
     );
     Err(fail)
+}
+
+/// Writes the `--report` and `--trace` files, if asked for.
+fn write_records(args: &RunArgs, record: &record::Record) -> Result<(), Fail> {
+    let write = |path: &Utf8Path, value: serde_json::Value| {
+        let text = serde_json::to_string_pretty(&value).expect("JSON values serialize");
+        fs::write(path, text + "\n").map_err(|e| Fail::environment(format!("write {path}: {e}")))
+    };
+    if let Some(path) = &args.report {
+        write(
+            path,
+            serde_json::to_value(record).expect("records serialize"),
+        )?;
+    }
+    if let Some(path) = &args.trace {
+        write(path, record::trace(record))?;
+    }
+    Ok(())
 }

@@ -34,6 +34,7 @@ fn job_file(stems: &[String], args: &[String]) -> JobFile {
                 command,
                 inputs: vec![input],
                 outputs: vec![output],
+                imports: 0,
             }
         })
         .collect();
