@@ -14,6 +14,7 @@ command -v make >/dev/null || need+=(make)
 command -v python3 >/dev/null || need+=(python3)
 command -v distcc >/dev/null || need+=(distcc)
 command -v ps >/dev/null || need+=(procps)
+command -v script >/dev/null || need+=(bsdutils)
 
 if [ ${#need[@]} -gt 0 ]; then
   echo "setup: installing ${need[*]}" >&2
@@ -38,6 +39,6 @@ fi
 "$py/bin/make" --version | grep -q 'GNU Make 4.4.1' || { echo "setup: $py/bin/make is not make 4.4.1" >&2; exit 1; }
 "$py/bin/ninja" --version | grep -q '^1.13' || { echo "setup: $py/bin/ninja is not ninja 1.13" >&2; exit 1; }
 
-for tool in clang-22 ld.lld-22 llvm-ar-22 ninja make distcc distccd ps cargo; do
+for tool in clang-22 ld.lld-22 llvm-ar-22 ninja make distcc distccd ps script cargo; do
   command -v "$tool" >/dev/null || { echo "setup: $tool is still missing" >&2; exit 1; }
 done
