@@ -46,14 +46,31 @@ fn describe(c: char) -> String {
     }
 }
 
+/// The first of the ASCII characters `bad` in `s`: a byte scan, as every path passes here.
 fn first_of(s: &str, bad: &[char]) -> Option<char> {
-    s.chars().find(|c| bad.contains(c))
+    s.bytes()
+        .find(|b| b.is_ascii() && bad.contains(&char::from(*b)))
+        .map(char::from)
+}
+
+/// Why a path cannot stand on a `build` line of build.ninja, if it cannot.
+pub fn ninja_path_problem(path: &str) -> Option<String> {
+    first_of(path, &['\n', '\r', '\0', '|']).map(|c| refuse(path, "build.ninja", c))
+}
+
+/// Why a word cannot be part of a command line in `file` (build.ninja or a Makefile), if it
+/// cannot: neither has an escape for a line break or a NUL.
+pub fn line_problem(word: &str, file: &str) -> Option<String> {
+    first_of(word, &['\n', '\r', '\0']).map(|c| refuse(word, file, c))
 }
 
 /// A path on a `build` line of build.ninja: `$`, space and `:` take a `$`.
 pub fn ninja_path(path: &str) -> Result<String, String> {
-    if let Some(c) = first_of(path, &['\n', '\r', '\0', '|']) {
-        return Err(refuse(path, "build.ninja", c));
+    if let Some(problem) = ninja_path_problem(path) {
+        return Err(problem);
+    }
+    if !path.contains(['$', ' ', ':']) {
+        return Ok(path.to_string());
     }
     let mut out = String::with_capacity(path.len() + 4);
     for c in path.chars() {
@@ -67,8 +84,11 @@ pub fn ninja_path(path: &str) -> Result<String, String> {
 
 /// A variable value in build.ninja (`name = value`): `$` doubles, leading spaces take a `$`.
 pub fn ninja_value(value: &str) -> Result<String, String> {
-    if let Some(c) = first_of(value, &['\n', '\r', '\0']) {
-        return Err(refuse(value, "build.ninja", c));
+    if let Some(problem) = line_problem(value, "build.ninja") {
+        return Err(problem);
+    }
+    if !value.starts_with(' ') && !value.contains('$') {
+        return Ok(value.to_string());
     }
     let mut out = String::with_capacity(value.len() + 4);
     let mut leading = true;
@@ -88,6 +108,9 @@ pub fn ninja_value(value: &str) -> Result<String, String> {
 /// wildcards, with no escape for them that works in prerequisites; such paths get `None`, and
 /// the renderer falls back to a phony job target with the path quoted in the recipe only.
 pub fn make_path(path: &str) -> Option<String> {
+    if !make_path_ok(path) {
+        return None;
+    }
     let mut out = String::with_capacity(path.len() + 4);
     for c in path.chars() {
         match c {
@@ -106,10 +129,19 @@ pub fn make_path(path: &str) -> Option<String> {
     Some(out)
 }
 
+/// Whether make can name `path` as a target or prerequisite (see `make_path`).
+pub fn make_path_ok(path: &str) -> bool {
+    path.chars().all(|c| {
+        matches!(c, 'a'..='z' | 'A'..='Z' | '0'..='9' | '.' | '_' | '+' | '-' | '/' | ',' | '@'
+            | ' ' | ':' | '#' | '$')
+            || (!c.is_ascii() && !c.is_control() && !c.is_whitespace())
+    })
+}
+
 /// Shell text on a Makefile recipe line: `$` doubles; make passes the rest to the shell as is.
 pub fn make_recipe(text: &str) -> Result<String, String> {
-    if let Some(c) = first_of(text, &['\n', '\r', '\0']) {
-        return Err(refuse(text, "a Makefile", c));
+    if let Some(problem) = line_problem(text, "a Makefile") {
+        return Err(problem);
     }
     Ok(text.replace('$', "$$"))
 }

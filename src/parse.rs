@@ -56,8 +56,65 @@ fn err<T>(location: impl Into<String>, message: impl Into<String>) -> Result<T, 
     })
 }
 
+/// The current schema as lld writes it, for the fast path: typed, no intermediate tree.
+#[derive(serde::Deserialize)]
+struct RawFile {
+    common: RawCommon,
+    jobs: Vec<RawJob>,
+}
+
+#[derive(serde::Deserialize)]
+struct RawCommon {
+    linker_output: String,
+    args: Vec<String>,
+    #[serde(default)]
+    inputs: Vec<String>,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawJob {
+    args: Vec<String>,
+    inputs: Vec<String>,
+    outputs: Vec<String>,
+}
+
+/// Reads a well-formed current-schema file without building a JSON tree; None when anything is
+/// off, so that `parse` reads it again slowly and says exactly where.
+fn parse_fast(text: &str) -> Option<JobFile> {
+    let raw: RawFile = serde_json::from_str(text).ok()?;
+    let empty = |v: &[String]| v.iter().any(String::is_empty);
+    if raw.common.args.is_empty() || empty(&raw.common.inputs) {
+        return None;
+    }
+    let mut jobs = Vec::with_capacity(raw.jobs.len());
+    for job in raw.jobs {
+        if job.outputs.is_empty() || empty(&job.outputs) || empty(&job.inputs) {
+            return None;
+        }
+        let mut command = Vec::with_capacity(raw.common.args.len() + job.args.len());
+        command.extend(raw.common.args.iter().cloned());
+        command.extend(job.args);
+        let imports = job.inputs.len().saturating_sub(2);
+        jobs.push(Job {
+            command,
+            inputs: with_common(job.inputs, &raw.common.inputs),
+            outputs: job.outputs,
+            imports,
+        });
+    }
+    Some(JobFile {
+        schema: Schema::Current,
+        linker_output: raw.common.linker_output,
+        jobs,
+    })
+}
+
 /// Parses the text of a job file.
 pub fn parse(text: &str) -> Result<JobFile, ParseError> {
+    if let Some(file) = parse_fast(text) {
+        return Ok(file);
+    }
     let root: Value = serde_json::from_str(text).map_err(|e| ParseError {
         location: format!("line {}, column {}", e.line(), e.column()),
         message: format!("invalid JSON: {}", syntax_message(&e)),
@@ -267,8 +324,28 @@ fn expand(
 /// A job's own inputs followed by the shared ones, each path once, first place kept.
 fn with_common(mut inputs: Vec<String>, common: &[String]) -> Vec<String> {
     inputs.extend(common.iter().cloned());
-    let mut seen = std::collections::BTreeSet::new();
-    inputs.retain(|p| seen.insert(p.clone()));
+    if inputs.len() <= 16 {
+        // Few inputs (the usual case): a linear scan beats hashing.
+        let mut i = 0;
+        while i < inputs.len() {
+            if inputs[..i].contains(&inputs[i]) {
+                inputs.remove(i);
+            } else {
+                i += 1;
+            }
+        }
+    } else {
+        let mut seen = std::collections::HashSet::with_capacity(inputs.len());
+        let mut keep = Vec::with_capacity(inputs.len());
+        for p in &inputs {
+            keep.push(seen.insert(p.as_str()));
+        }
+        let mut i = 0;
+        inputs.retain(|_| {
+            i += 1;
+            keep[i - 1]
+        });
+    }
     inputs
 }
 

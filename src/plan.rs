@@ -5,12 +5,13 @@
 
 use crate::parse::JobFile;
 use crate::render::Format;
-use std::collections::BTreeMap;
+use std::collections::HashMap;
 use std::path::Path;
 
 /// Rejects two jobs writing one file, and a job reading another job's output.
 pub fn check_independent(file: &JobFile) -> Result<(), String> {
-    let mut writers: BTreeMap<&str, usize> = BTreeMap::new();
+    // Only looked up, never iterated: the first clash in job order is reported.
+    let mut writers: HashMap<&str, usize> = HashMap::with_capacity(file.jobs.len());
     for (i, job) in file.jobs.iter().enumerate() {
         for (k, out) in job.outputs.iter().enumerate() {
             if let Some(first) = writers.insert(out, i) {
@@ -34,7 +35,7 @@ pub fn check_independent(file: &JobFile) -> Result<(), String> {
 
 /// Every input that does not exist, as (job index, path), in job order.
 pub fn missing_inputs(file: &JobFile, dir: &Path) -> Vec<(usize, String)> {
-    let mut checked = BTreeMap::new();
+    let mut checked = HashMap::new();
     let mut missing = Vec::new();
     for (i, job) in file.jobs.iter().enumerate() {
         for input in &job.inputs {

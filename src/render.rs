@@ -46,16 +46,48 @@ pub struct Options<'a> {
     pub run: Option<RunHooks>,
 }
 
-/// Renders the jobs in `format`, or says which string that format cannot express.
-pub fn render(format: Format, file: &JobFile, opts: &Options<'_>) -> Result<String, String> {
-    let text = match format {
-        Format::Ninja => ninja(file, opts)?.render(),
-        Format::Make => make(file, opts)?.render(),
-    };
-    text.map_err(|e| format!("render {}: {e}", format.file_name()))
+/// A build file checked and ready to be written: every string in it can be expressed.
+pub enum Prepared<'a> {
+    Ninja(Ninja<'a>),
+    Make(Make<'a>),
 }
 
-fn launcher(opts: &Options<'_>, index: usize, job: &Job) -> Option<String> {
+impl Prepared<'_> {
+    /// Writes the file to `out`, without building it in memory first.
+    pub fn write_to(&self, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+        use std::io::Write;
+        let mut out = std::io::BufWriter::with_capacity(1 << 16, out);
+        match self {
+            Prepared::Ninja(t) => t.write_into(&mut out)?,
+            Prepared::Make(t) => t.write_into(&mut out)?,
+        }
+        out.flush()
+    }
+}
+
+/// Checks and escapes the jobs for `format`, or says which string that format cannot express.
+pub fn prepare<'a>(
+    format: Format,
+    file: &'a JobFile,
+    opts: &'a Options<'a>,
+) -> Result<Prepared<'a>, String> {
+    Ok(match format {
+        Format::Ninja => Prepared::Ninja(ninja(file, opts)?),
+        Format::Make => Prepared::Make(make(file, opts)?),
+    })
+}
+
+/// Renders the jobs in `format` into a string, or says which string that format cannot express.
+pub fn render(format: Format, file: &JobFile, opts: &Options<'_>) -> Result<String, String> {
+    let mut text = Vec::new();
+    prepare(format, file, opts)?
+        .write_to(&mut text)
+        .map_err(|e| format!("render {}: {e}", format.file_name()))?;
+    String::from_utf8(text).map_err(|e| format!("render {}: {e}", format.file_name()))
+}
+
+/// The launcher's words for one job, in a run (none in an emitted file).
+fn launcher_words(opts: &Options<'_>, index: usize, job: &Job) -> Option<Vec<String>> {
     opts.run.as_ref().map(|run| {
         let mut words = run.launcher.clone();
         words.extend([
@@ -67,36 +99,94 @@ fn launcher(opts: &Options<'_>, index: usize, job: &Job) -> Option<String> {
             words.extend(["--output".to_string(), out.clone()]);
         }
         words.push("--".into());
-        escape::shell_line(&words) + " "
+        words
     })
+}
+
+/// The first word of `words` that a command line in `file` cannot hold, as the reason.
+fn line_problem(words: &[String], file: &str) -> Option<String> {
+    words.iter().find_map(|w| escape::line_problem(w, file))
+}
+
+/// Checks what `check` says of every job's paths and command, and of the launcher, up front, so
+/// that the file can then be written job by job without failing or being held in memory.
+fn check_jobs(
+    file: &JobFile,
+    opts: &Options<'_>,
+    name: &str,
+    path_problem: impl Fn(&str) -> Option<String>,
+) -> Result<(), String> {
+    if let Some(run) = &opts.run {
+        if let Some(p) = line_problem(&run.launcher, name) {
+            return Err(p);
+        }
+    }
+    for job in &file.jobs {
+        let paths = job.outputs.iter().chain(&job.inputs);
+        if let Some(p) = paths.filter_map(|p| path_problem(p)).next() {
+            return Err(p);
+        }
+        if let Some(p) = line_problem(&job.command, name) {
+            return Err(p);
+        }
+    }
+    Ok(())
+}
+
+/// Escaping that `check_jobs` already proved possible.
+fn checked(result: Result<String, String>) -> String {
+    result.expect("checked before rendering")
 }
 
 #[derive(Template)]
 #[template(path = "build.ninja", escape = "none")]
-struct Ninja {
+pub struct Ninja<'a> {
     version: &'static str,
     source: String,
     linker_output: String,
     builddir: Option<String>,
     dist_cc: String,
-    jobs: Vec<NinjaJob>,
+    jobs: Vec<NinjaJob<'a>>,
 }
 
-struct NinjaJob {
+/// One job, escaped for build.ninja as the file is written.
+struct NinjaJob<'a> {
     index: usize,
-    outputs: String,
-    inputs: Vec<String>,
-    args: String,
-    launch: Option<String>,
+    job: &'a Job,
+    opts: &'a Options<'a>,
 }
 
-fn ninja(file: &JobFile, opts: &Options<'_>) -> Result<Ninja, String> {
-    let jobs = file
-        .jobs
-        .iter()
-        .enumerate()
-        .map(|(index, job)| ninja_job(index, job, opts))
-        .collect::<Result<_, String>>()?;
+impl NinjaJob<'_> {
+    fn outputs(&self) -> String {
+        let paths: Vec<String> = self
+            .job
+            .outputs
+            .iter()
+            .map(|p| checked(escape::ninja_path(p)))
+            .collect();
+        paths.join(" ")
+    }
+
+    fn inputs(&self) -> Vec<String> {
+        self.job
+            .inputs
+            .iter()
+            .map(|p| checked(escape::ninja_path(p)))
+            .collect()
+    }
+
+    fn args(&self) -> String {
+        checked(escape::ninja_value(&escape::shell_line(&self.job.command)))
+    }
+
+    fn launch(&self) -> Option<String> {
+        launcher_words(self.opts, self.index, self.job)
+            .map(|w| checked(escape::ninja_value(&(escape::shell_line(&w) + " "))))
+    }
+}
+
+fn ninja<'a>(file: &'a JobFile, opts: &'a Options<'a>) -> Result<Ninja<'a>, String> {
+    check_jobs(file, opts, "build.ninja", escape::ninja_path_problem)?;
     Ok(Ninja {
         version: env!("CARGO_PKG_VERSION"),
         source: escape::comment(opts.source),
@@ -106,101 +196,118 @@ fn ninja(file: &JobFile, opts: &Options<'_>) -> Result<Ninja, String> {
             None => None,
         },
         dist_cc: escape::ninja_value(&escape::shell_line(opts.wrapper))?,
-        jobs,
-    })
-}
-
-fn ninja_job(index: usize, job: &Job, opts: &Options<'_>) -> Result<NinjaJob, String> {
-    let paths = |list: &[String]| -> Result<Vec<String>, String> {
-        list.iter().map(|p| escape::ninja_path(p)).collect()
-    };
-    Ok(NinjaJob {
-        index,
-        outputs: paths(&job.outputs)?.join(" "),
-        inputs: paths(&job.inputs)?,
-        args: escape::ninja_value(&escape::shell_line(&job.command))?,
-        launch: launcher(opts, index, job)
-            .map(|l| escape::ninja_value(&l))
-            .transpose()?,
+        jobs: file
+            .jobs
+            .iter()
+            .enumerate()
+            .map(|(index, job)| NinjaJob { index, job, opts })
+            .collect(),
     })
 }
 
 #[derive(Template)]
 #[template(path = "Makefile", escape = "none")]
-struct Make {
+pub struct Make<'a> {
     version: &'static str,
     source: String,
     linker_output: String,
     dist_cc: String,
-    phony: Vec<String>,
-    goals: Vec<String>,
-    jobs: Vec<MakeJob>,
+    jobs: Vec<MakeJob<'a>>,
 }
 
-struct MakeJob {
+/// One job, escaped for a Makefile as the file is written.
+struct MakeJob<'a> {
     index: usize,
-    /// The output files, or `dtlto-bridge-job-N` when make cannot name them all.
-    target: String,
-    /// `:`, or `&:` when one recipe makes several outputs.
-    colon: &'static str,
-    prereqs: Vec<String>,
-    /// For a phony job: its exact inputs and outputs, shell-quoted, for the reader.
-    quoted_inputs: Option<String>,
-    quoted_outputs: String,
-    launch: String,
-    recipe: String,
+    job: &'a Job,
+    opts: &'a Options<'a>,
+    /// Whether make can name all its paths; if not, it gets a phony target.
+    named: bool,
 }
 
-fn make(file: &JobFile, opts: &Options<'_>) -> Result<Make, String> {
-    let mut jobs = Vec::with_capacity(file.jobs.len());
-    let mut phony = Vec::new();
-    for (index, job) in file.jobs.iter().enumerate() {
-        let job = make_job(index, job, opts)?;
-        if job.quoted_inputs.is_some() {
-            phony.push(job.target.clone());
+impl MakeJob<'_> {
+    /// The output files, or `dtlto-bridge-job-N` when make cannot name them all.
+    fn target(&self) -> String {
+        if !self.named {
+            return format!("dtlto-bridge-job-{}", self.index);
         }
-        jobs.push(job);
+        let paths: Vec<String> = self
+            .job
+            .outputs
+            .iter()
+            .map(|p| escape::make_path(p).expect("checked"))
+            .collect();
+        paths.join(" ")
     }
+
+    /// `:`, or ` &:` when one recipe makes several outputs.
+    fn colon(&self) -> &'static str {
+        if self.named && self.job.outputs.len() > 1 {
+            " &:"
+        } else {
+            ":"
+        }
+    }
+
+    fn prereqs(&self) -> Vec<String> {
+        if !self.named {
+            return Vec::new();
+        }
+        self.job
+            .inputs
+            .iter()
+            .map(|p| escape::make_path(p).expect("checked"))
+            .collect()
+    }
+
+    /// For a phony job: its exact inputs, shell-quoted, for the reader.
+    fn quoted_inputs(&self) -> Option<String> {
+        (!self.named).then(|| escape::comment(&escape::shell_line(&self.job.inputs)))
+    }
+
+    fn quoted_outputs(&self) -> String {
+        escape::comment(&escape::shell_line(&self.job.outputs))
+    }
+
+    fn launch(&self) -> String {
+        launcher_words(self.opts, self.index, self.job)
+            .map(|w| checked(escape::make_recipe(&(escape::shell_line(&w) + " "))))
+            .unwrap_or_default()
+    }
+
+    fn recipe(&self) -> String {
+        checked(escape::make_recipe(&escape::shell_line_for_recipe(
+            &self.job.command,
+        )))
+    }
+}
+
+impl Make<'_> {
+    fn phony(&self) -> impl Iterator<Item = String> + '_ {
+        self.jobs.iter().filter(|j| !j.named).map(MakeJob::target)
+    }
+}
+
+fn make<'a>(file: &'a JobFile, opts: &'a Options<'a>) -> Result<Make<'a>, String> {
+    check_jobs(file, opts, "a Makefile", |_| None)?;
     Ok(Make {
         version: env!("CARGO_PKG_VERSION"),
         source: escape::comment(opts.source),
         linker_output: escape::comment(&file.linker_output),
         dist_cc: escape::make_value(&escape::shell_line_for_recipe(opts.wrapper))?,
-        goals: jobs.iter().map(|j| j.target.clone()).collect(),
-        phony,
-        jobs,
-    })
-}
-
-fn make_job(index: usize, job: &Job, opts: &Options<'_>) -> Result<MakeJob, String> {
-    let outputs: Option<Vec<String>> = job.outputs.iter().map(|p| escape::make_path(p)).collect();
-    let inputs: Option<Vec<String>> = job.inputs.iter().map(|p| escape::make_path(p)).collect();
-    let launch = match launcher(opts, index, job) {
-        Some(l) => escape::make_recipe(&l)?,
-        None => String::new(),
-    };
-    let recipe = escape::make_recipe(&escape::shell_line_for_recipe(&job.command))?;
-    let quoted_outputs = escape::comment(&escape::shell_line(&job.outputs));
-    Ok(match (outputs, inputs) {
-        (Some(outputs), Some(prereqs)) => MakeJob {
-            index,
-            colon: if outputs.len() > 1 { " &:" } else { ":" },
-            target: outputs.join(" "),
-            prereqs,
-            quoted_inputs: None,
-            quoted_outputs,
-            launch,
-            recipe,
-        },
-        _ => MakeJob {
-            index,
-            target: format!("dtlto-bridge-job-{index}"),
-            colon: ":",
-            prereqs: Vec::new(),
-            quoted_inputs: Some(escape::comment(&escape::shell_line(&job.inputs))),
-            quoted_outputs,
-            launch,
-            recipe,
-        },
+        jobs: file
+            .jobs
+            .iter()
+            .enumerate()
+            .map(|(index, job)| MakeJob {
+                index,
+                job,
+                opts,
+                named: job
+                    .outputs
+                    .iter()
+                    .chain(&job.inputs)
+                    .all(|p| escape::make_path_ok(p)),
+            })
+            .collect(),
     })
 }

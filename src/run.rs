@@ -44,19 +44,17 @@ pub fn emit(args: &EmitArgs) -> Result<(), Fail> {
         source: args.job_file.as_str(),
         run: None,
     };
-    let text = render::render(args.format, &file, &opts)
+    let prepared = render::prepare(args.format, &file, &opts)
         .map_err(|e| Fail::bad_input(format!("render {}: {e}", args.format.file_name())))?;
-    match &args.output {
-        Some(out) => {
-            fs::write(out, text).map_err(|e| Fail::environment(format!("write {out}: {e}")))
-        }
-        None => {
-            use std::io::Write;
-            std::io::stdout()
-                .write_all(text.as_bytes())
-                .map_err(|e| Fail::environment(format!("write standard output: {e}")))
-        }
-    }
+    let written = match &args.output {
+        Some(out) => File::create(out).and_then(|mut f| prepared.write_to(&mut f)),
+        None => prepared.write_to(&mut std::io::stdout().lock()),
+    };
+    let target = args
+        .output
+        .as_ref()
+        .map_or("standard output".into(), |o| o.to_string());
+    written.map_err(|e| Fail::environment(format!("write {target}: {e}")))
 }
 
 /// The default run: everything from the job file to verified outputs.
@@ -136,13 +134,13 @@ fn run_in(
             launcher: vec![exe.to_string(), "__job".to_string(), state_dir.to_string()],
         }),
     };
-    let (format, text) = match render::render(format, file, &opts) {
-        Ok(text) => (format, text),
+    let (format, prepared) = match render::prepare(format, file, &opts) {
+        Ok(prepared) => (format, prepared),
         // ninja cannot write every path make can (e.g. '|'); without an explicit choice, use make.
         Err(e) if args.backend.is_none() && format == Format::Ninja => {
-            let text = render::render(Format::Make, file, &opts)
+            let prepared = render::prepare(Format::Make, file, &opts)
                 .map_err(|e2| Fail::bad_input(format!("render build file: {e}; and {e2}")))?;
-            (Format::Make, text)
+            (Format::Make, prepared)
         }
         Err(e) => {
             return Err(Fail::bad_input(format!(
@@ -152,8 +150,10 @@ fn run_in(
         }
     };
     let build_file = state_dir.join(format.file_name());
-    fs::write(&build_file, text)
+    File::create(&build_file)
+        .and_then(|mut f| prepared.write_to(&mut f))
         .map_err(|e| Fail::environment(format!("write {build_file}: {e}")))?;
+    drop(prepared);
 
     let program = match format {
         Format::Ninja => args.tools.ninja.as_str(),

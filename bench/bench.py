@@ -1,0 +1,248 @@
+#!/usr/bin/env python3
+"""Benchmark driver for dtlto-bridge (run through bench/run.sh, which fetches Lua and builds).
+
+Real links: Lua 5.4 compiled to ThinLTO bitcode, linked by clang-22/lld-22 four ways, runs
+interleaved: in-process ThinLTO, the ideal executor, dtlto-bridge with ninja, dtlto-bridge with
+make. Every linked program must pass its self-test. Then the fixed overhead of a 1-job link,
+parse + render of synthetic job files (1k, 10k, 100k jobs), and a replay of the recorded job
+durations in file order and longest-first at -j2 and -j64. Writes bench/results/<date>.md.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BRIDGE = os.path.join(ROOT, "target/release/dtlto-bridge")
+IDEAL = os.path.join(ROOT, "target/release/examples/ideal")
+WORK = os.path.join(ROOT, "target/bench")
+
+
+def run(cmd, **kw):
+    return subprocess.run(cmd, check=True, **kw)
+
+
+def timed(cmd, env=None, cwd=None):
+    start = time.perf_counter()
+    subprocess.run(cmd, check=True, env=env, cwd=cwd, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.PIPE)
+    return time.perf_counter() - start
+
+
+def clean_env(jobs):
+    env = {k: v for k, v in os.environ.items()
+           if not (k.startswith("DTLTO_BRIDGE_") or "MAKEFLAGS" in k or k == "MFLAGS")}
+    env["DTLTO_BRIDGE_HOST_SLOTS"] = str(jobs)
+    env["DTLTO_BRIDGE_HOST_POOL"] = os.path.join(WORK, "pool")
+    env["DTLTO_BRIDGE_QUIET"] = "1"
+    return env
+
+
+def compile_lua(lua, out):
+    os.makedirs(out, exist_ok=True)
+    sources = sorted(f for f in os.listdir(lua) if f.endswith(".c"))
+    objects = []
+    for src in sources + ["lua_selftest.c"]:
+        path = os.path.join(lua, src) if src != "lua_selftest.c" else os.path.join(ROOT, "bench", src)
+        obj = os.path.join(out, src[:-2] + ".o")
+        if not os.path.exists(obj) or os.path.getmtime(obj) < os.path.getmtime(path):
+            run(["clang-22", "-O2", "-flto=thin", "-DLUA_USE_LINUX", "-I", lua, "-c", path, "-o", obj])
+        objects.append(os.path.basename(obj))
+    return objects
+
+
+def link_variants(jobs):
+    base = ["clang-22", "-O2", "-flto=thin", "-fuse-ld=lld-22"]
+    return {
+        "in-process ThinLTO": base + [f"-Wl,--thinlto-jobs={jobs}"],
+        "ideal executor": base + [f"-fthinlto-distributor={IDEAL}", f"-Xthinlto-distributor=-j{jobs}"],
+        "dtlto-bridge ninja": base + [f"-fthinlto-distributor={BRIDGE}", "-Xthinlto-distributor=--backend=ninja"],
+        "dtlto-bridge make": base + [f"-fthinlto-distributor={BRIDGE}", "-Xthinlto-distributor=--backend=make"],
+    }
+
+
+def real_links(objects, cwd, jobs, runs, libs):
+    env = clean_env(jobs)
+    variants = link_variants(jobs)
+    times = {name: [] for name in variants}
+    for _ in range(runs):
+        for name, cmd in variants.items():
+            out = "prog"
+            if os.path.exists(os.path.join(cwd, out)):
+                os.remove(os.path.join(cwd, out))
+            times[name].append(timed(cmd + objects + ["-o", out] + libs, env=env, cwd=cwd))
+            check = subprocess.run([os.path.join(cwd, out)], capture_output=True, text=True)
+            if check.returncode != 0 or (out == "prog" and "self-test ok" not in check.stdout and objects != ["one.o"]):
+                sys.exit(f"{name}: the linked program failed its self-test: {check.stderr}")
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
+def report_of_one_link(objects, cwd, jobs, libs):
+    env = clean_env(jobs)
+    report = os.path.join(cwd, "report.json")
+    cmd = link_variants(jobs)["dtlto-bridge ninja"] + [f"-Xthinlto-distributor=--report={report}"]
+    run(cmd + objects + ["-o", "prog"] + libs, env=env, cwd=cwd, stdout=subprocess.DEVNULL)
+    with open(report) as f:
+        return json.load(f)
+
+
+def makespan(durations, slots):
+    """List scheduling: each job in order starts on the first slot free."""
+    free = [0.0] * slots
+    for d in durations:
+        i = free.index(min(free))
+        free[i] += d
+    return max(free)
+
+
+def synthetic(tmp, n):
+    """A job file shaped like lld's, with n jobs, 2 inputs + up to 3 imports each."""
+    jobs = []
+    for i in range(n):
+        mod = f"src/dir{i % 97}/module_{i}.o"
+        jobs.append({
+            "args": [mod, f"-fthinlto-index={mod}.{i}.99.native.o.thinlto.bc", "-o", f"{mod}.{i}.99.native.o"],
+            "inputs": [mod, f"{mod}.{i}.99.native.o.thinlto.bc"]
+            + [f"src/dir{(i + k) % 97}/module_{(i * 7 + k) % n}.o" for k in range(1, 4)],
+            "outputs": [f"{mod}.{i}.99.native.o"],
+        })
+    doc = {"common": {"linker_output": "big", "args": ["/usr/lib/llvm-22/bin/clang", "-c", "-O2"],
+                      "inputs": []}, "jobs": jobs}
+    path = os.path.join(tmp, f"jobs-{n}.json")
+    with open(path, "w") as f:
+        json.dump(doc, f)
+    return path
+
+
+def time_and_rss(cmd):
+    out = subprocess.run(["/usr/bin/time", "-f", "%e %M"] + cmd, check=True,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    seconds, kb = out.stderr.strip().splitlines()[-1].split()
+    return float(seconds), int(kb) / 1024
+
+
+def version(cmd):
+    return subprocess.run(cmd, capture_output=True, text=True).stdout.splitlines()[0].strip()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--lua", required=True)
+    ap.add_argument("--runs", type=int, default=5)
+    args = ap.parse_args()
+    jobs = os.cpu_count()
+    cwd = os.path.join(WORK, "lua")
+    objects = compile_lua(args.lua, cwd)
+    libs = ["-lm"]
+
+    real = real_links(objects, cwd, jobs, args.runs, libs)
+    report = report_of_one_link(objects, cwd, jobs, libs)
+
+    # Fixed overhead: a link with one backend job.
+    one = os.path.join(WORK, "one")
+    os.makedirs(one, exist_ok=True)
+    with open(os.path.join(one, "one.c"), "w") as f:
+        f.write("int main(void) { return 0; }\n")
+    run(["clang-22", "-O2", "-flto=thin", "-c", "one.c", "-o", "one.o"], cwd=one)
+    env = clean_env(jobs)
+    fixed = {name: [] for name in link_variants(jobs)}
+    for _ in range(max(3 * args.runs, 15)):
+        for name, cmd in link_variants(jobs).items():
+            fixed[name].append(timed(cmd + ["one.o", "-o", "one"], env=env, cwd=one))
+    fixed = {k: statistics.median(v) for k, v in fixed.items()}
+
+    # clang's own start-up, which every distributed job pays and in-process ThinLTO does not.
+    startup = statistics.median(
+        timed(["clang-22", "-c", "-x", "c", "/dev/null", "-o", "/dev/null"]) for _ in range(15))
+
+    # Parse + render at scale.
+    scale = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in (1000, 10000, 100000):
+            path = synthetic(tmp, n)
+            for fmt in ("ninja", "make"):
+                samples = [time_and_rss([BRIDGE, "emit", "--format", fmt, path, "-o", os.devnull])
+                           for _ in range(3)]
+                scale.append((n, fmt, statistics.median(s[0] for s in samples),
+                              max(s[1] for s in samples)))
+
+    # Job order: replay the recorded durations in file order and longest-first.
+    recorded = [j["seconds"] for j in report["jobs"]]
+    by_bytes = [j["seconds"] for j in sorted(report["jobs"], key=lambda j: -j["input_bytes"])]
+    by_time = sorted(recorded, reverse=True)
+    order = []
+    for slots in (jobs, 64):
+        order.append((slots, makespan(recorded, slots), makespan(by_bytes, slots),
+                      makespan(by_time, slots), max(recorded)))
+
+    write_results(args, jobs, real, fixed, startup, scale, order, len(report["jobs"]))
+
+
+def write_results(args, jobs, real, fixed, startup, scale, order, njobs):
+    today = datetime.date.today().isoformat()
+    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
+    mem = next((l.split()[1] for l in open("/proc/meminfo") if l.startswith("MemTotal")), "0")
+    ideal, inproc = real["ideal executor"], real["in-process ThinLTO"]
+    lines = [
+        f"# dtlto-bridge benchmark, {today}",
+        "",
+        f"Machine: {jobs} cores ({cpu}), {int(mem) // 1024 // 1024} GiB, {platform.platform()}.",
+        f"Tools: {version(['clang-22', '--version'])}; {version(['ld.lld-22', '--version'])}; "
+        f"ninja {version(['ninja', '--version'])}; {version(['make', '--version'])}.",
+        f"Command: `bench/run.sh {args.runs}` (medians of {args.runs} interleaved runs; -j{jobs}).",
+        "",
+        f"## Real link: Lua 5.4 ({njobs} ThinLTO backend jobs), every program passes its self-test",
+        "",
+        "| link | median s | / ideal | / in-process |",
+        "| --- | ---: | ---: | ---: |",
+    ]
+    for name, t in real.items():
+        lines.append(f"| {name} | {t:.3f} | {t / ideal:.3f} | {t / inproc:.3f} |")
+    lines += [
+        "",
+        f"One clang-22 process start-up (compile of an empty file): {startup * 1000:.1f} ms.",
+        "",
+        "## Fixed overhead: a link with 1 backend job",
+        "",
+        "| link | median ms | over ideal ms |",
+        "| --- | ---: | ---: |",
+    ]
+    for name, t in fixed.items():
+        lines.append(f"| {name} | {t * 1000:.1f} | {(t - fixed['ideal executor']) * 1000:+.1f} |")
+    lines += [
+        "",
+        "## Parse + render (`dtlto-bridge emit`), synthetic job files",
+        "",
+        "| jobs | format | median s | peak RSS MB |",
+        "| ---: | --- | ---: | ---: |",
+    ]
+    for n, fmt, t, rss in scale:
+        lines.append(f"| {n} | {fmt} | {t:.3f} | {rss:.1f} |")
+    lines += [
+        "",
+        "## Job order: recorded durations replayed (list scheduling)",
+        "",
+        "| slots | file order s | longest first by input bytes s | longest first by duration s | longest job s |",
+        "| ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for slots, fifo, bytes_, dur, longest in order:
+        lines.append(f"| {slots} | {fifo:.3f} | {bytes_:.3f} | {dur:.3f} | {longest:.3f} |")
+    text = "\n".join(lines) + "\n"
+    os.makedirs(os.path.join(ROOT, "bench/results"), exist_ok=True)
+    path = os.path.join(ROOT, "bench/results", f"{today}.md")
+    with open(path, "w") as f:
+        f.write(text)
+    print(text)
+    print(f"written to {os.path.relpath(path, ROOT)}")
+
+
+if __name__ == "__main__":
+    main()
