@@ -66,6 +66,9 @@ def link_variants(jobs):
         "ideal executor": base + [f"-fthinlto-distributor={IDEAL}", f"-Xthinlto-distributor=-j{jobs}"],
         "dtlto-bridge ninja": base + [f"-fthinlto-distributor={BRIDGE}", "-Xthinlto-distributor=--backend=ninja"],
         "dtlto-bridge make": base + [f"-fthinlto-distributor={BRIDGE}", "-Xthinlto-distributor=--backend=make"],
+        "dtlto-bridge ninja, file order": base + [f"-fthinlto-distributor={BRIDGE}",
+                                                  "-Xthinlto-distributor=--backend=ninja",
+                                                  "-Xthinlto-distributor=--order=file"],
     }
 
 
@@ -153,9 +156,10 @@ def main():
         f.write("int main(void) { return 0; }\n")
     run(["clang-22", "-O2", "-flto=thin", "-c", "one.c", "-o", "one.o"], cwd=one)
     env = clean_env(jobs)
-    fixed = {name: [] for name in link_variants(jobs)}
+    one_job = {k: v for k, v in link_variants(jobs).items() if "order" not in k}
+    fixed = {name: [] for name in one_job}
     for _ in range(max(3 * args.runs, 15)):
-        for name, cmd in link_variants(jobs).items():
+        for name, cmd in one_job.items():
             fixed[name].append(timed(cmd + ["one.o", "-o", "one"], env=env, cwd=one))
     fixed = {k: statistics.median(v) for k, v in fixed.items()}
 

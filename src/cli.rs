@@ -80,6 +80,15 @@ pub struct RunArgs {
     #[command(flatten)]
     pub wrapper: WrapperArg,
 
+    /// Order in which jobs start: costliest first (by the bytes each reads), or as in the file.
+    #[arg(
+        long,
+        value_enum,
+        env = "DTLTO_BRIDGE_ORDER",
+        default_value = "longest"
+    )]
+    pub order: Order,
+
     /// Slots of the host-wide pool that concurrent dtlto-bridge runs of this user share when
     /// no jobserver is present; 0 turns the pool off [default: the available parallelism].
     #[arg(long, value_name = "N", env = "DTLTO_BRIDGE_HOST_SLOTS")]
@@ -112,6 +121,14 @@ pub struct RunArgs {
 
     #[command(flatten)]
     pub tools: ToolArgs,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Order {
+    /// Jobs reading the most bytes start first.
+    Longest,
+    /// Jobs start in the order of the job file.
+    File,
 }
 
 #[derive(Debug, Args)]

@@ -50,6 +50,32 @@ pub fn missing_inputs(file: &JobFile, dir: &Path) -> Vec<(usize, String)> {
     missing
 }
 
+/// Bytes each job reads (module, shard, imports, shared inputs): the estimate of its cost.
+pub fn input_bytes(file: &JobFile, dir: &Path) -> Vec<u64> {
+    let mut sizes: HashMap<&str, u64> = HashMap::new();
+    file.jobs
+        .iter()
+        .map(|job| {
+            job.inputs
+                .iter()
+                .map(|p| {
+                    *sizes
+                        .entry(p.as_str())
+                        .or_insert_with(|| std::fs::metadata(dir.join(p)).map_or(0, |m| m.len()))
+                })
+                .sum()
+        })
+        .collect()
+}
+
+/// Job indices, costliest first (ties keep file order), so that the end of a link does not wait
+/// on one big job started last.
+pub fn longest_first(cost: &[u64]) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..cost.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(cost[i]));
+    order
+}
+
 /// The requested backend, or ninja when `ninja_found`, else make.
 pub fn choose_backend(requested: Option<Format>, ninja_found: bool) -> Format {
     match requested {
@@ -99,6 +125,12 @@ mod tests {
             missing_inputs(&f, dir.path()),
             [(0, "gone.o".to_string()), (1, "gone.o".to_string())]
         );
+    }
+
+    #[test]
+    fn costliest_jobs_come_first_and_ties_keep_file_order() {
+        assert_eq!(longest_first(&[5, 9, 5, 1, 9]), [1, 4, 0, 2, 3]);
+        assert_eq!(longest_first(&[]), Vec::<usize>::new());
     }
 
     #[test]

@@ -44,6 +44,17 @@ pub struct Options<'a> {
     /// Names the job file in the header comment.
     pub source: &'a str,
     pub run: Option<RunHooks>,
+    /// The order of the jobs in the file, as indices; None for the job file's order.
+    pub order: Option<Vec<usize>>,
+}
+
+impl Options<'_> {
+    fn ordered<'f>(&self, file: &'f JobFile) -> Vec<(usize, &'f Job)> {
+        match &self.order {
+            Some(order) => order.iter().map(|&i| (i, &file.jobs[i])).collect(),
+            None => file.jobs.iter().enumerate().collect(),
+        }
+    }
 }
 
 /// A build file checked and ready to be written: every string in it can be expressed.
@@ -196,10 +207,9 @@ fn ninja<'a>(file: &'a JobFile, opts: &'a Options<'a>) -> Result<Ninja<'a>, Stri
             None => None,
         },
         dist_cc: escape::ninja_value(&escape::shell_line(opts.wrapper))?,
-        jobs: file
-            .jobs
-            .iter()
-            .enumerate()
+        jobs: opts
+            .ordered(file)
+            .into_iter()
             .map(|(index, job)| NinjaJob { index, job, opts })
             .collect(),
     })
@@ -294,10 +304,9 @@ fn make<'a>(file: &'a JobFile, opts: &'a Options<'a>) -> Result<Make<'a>, String
         source: escape::comment(opts.source),
         linker_output: escape::comment(&file.linker_output),
         dist_cc: escape::make_value(&escape::shell_line_for_recipe(opts.wrapper))?,
-        jobs: file
-            .jobs
-            .iter()
-            .enumerate()
+        jobs: opts
+            .ordered(file)
+            .into_iter()
             .map(|(index, job)| MakeJob {
                 index,
                 job,

@@ -43,6 +43,7 @@ pub fn emit(args: &EmitArgs) -> Result<(), Fail> {
         wrapper: &wrapper,
         source: args.job_file.as_str(),
         run: None,
+        order: None,
     };
     let prepared = render::prepare(args.format, &file, &opts)
         .map_err(|e| Fail::bad_input(format!("render {}: {e}", args.format.file_name())))?;
@@ -126,6 +127,7 @@ fn run_in(
 
     let ninja = which::which(&args.tools.ninja).ok();
     let format = plan::choose_backend(args.backend, ninja.is_some());
+    let input_bytes = plan::input_bytes(file, Path::new("."));
     let opts = render::Options {
         wrapper,
         source: path.as_str(),
@@ -133,6 +135,10 @@ fn run_in(
             state_dir: state_dir.to_string(),
             launcher: vec![exe.to_string(), "__job".to_string(), state_dir.to_string()],
         }),
+        order: match args.order {
+            crate::cli::Order::Longest => Some(plan::longest_first(&input_bytes)),
+            crate::cli::Order::File => None,
+        },
     };
     let (format, prepared) = match render::prepare(format, file, &opts) {
         Ok(prepared) => (format, prepared),
@@ -196,7 +202,8 @@ fn run_in(
         &decision.build_jobs.to_string(),
     ]);
     if format == Format::Make {
-        cmd.args(["-r", "-R", "-s", "--no-print-directory"]);
+        // -B: every job runs, even where an output of the same name is already there.
+        cmd.args(["-B", "-r", "-R", "-s", "--no-print-directory"]);
     }
     decision.configure(&mut cmd);
     cmd.env(
@@ -246,17 +253,6 @@ fn run_in(
     }
     let cwd = Path::new(".");
     let outcomes = verify::check(file, state_dir, cwd);
-    let input_bytes: Vec<u64> = file
-        .jobs
-        .iter()
-        .map(|j| {
-            j.inputs
-                .iter()
-                .filter_map(|p| fs::metadata(p).ok())
-                .map(|m| m.len())
-                .sum()
-        })
-        .collect();
     let record = record::build(&record::RunInfo {
         file,
         wrapper,

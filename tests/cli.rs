@@ -364,3 +364,39 @@ fn doctor_reports_tools_jobserver_and_wrapper() {
         s.read("plain.txt")
     );
 }
+
+/// Jobs that read the most bytes start first; `--order file` keeps the job file's order.
+#[test]
+fn costliest_jobs_start_first() {
+    let s = Space::new();
+    for (name, size) in [("small.o", 10), ("big.o", 5000), ("mid.o", 300)] {
+        s.write(name, &"x".repeat(size));
+    }
+    s.write(
+        "j.json",
+        &jobs(&[
+            ("cp small.o o0", &["small.o"], &["o0"]),
+            ("cp big.o o1", &["big.o"], &["o1"]),
+            ("cp mid.o o2", &["mid.o", "small.o"], &["o2"]),
+        ]),
+    );
+    for (order, want) in [("longest", [1, 2, 0]), ("file", [0, 1, 2])] {
+        for backend in both_backends() {
+            let out = s.ok(&mut s.bridge(&[backend, "--keep", "--order", order, "j.json"]));
+            let err = stderr(&out);
+            let dir = kept_dir(&out);
+            let name = if backend.ends_with("ninja") {
+                "build.ninja"
+            } else {
+                "Makefile"
+            };
+            let text = std::fs::read_to_string(dir.join(name)).unwrap();
+            let got: Vec<usize> = text
+                .lines()
+                .filter_map(|l| l.strip_prefix("# job "))
+                .map(|n| n.parse().unwrap())
+                .collect();
+            assert_eq!(got, want, "{order} {backend}: {err}");
+        }
+    }
+}

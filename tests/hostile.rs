@@ -83,7 +83,7 @@ proptest! {
             .map(|j| wrapper.iter().chain(&j.command).cloned().collect())
             .collect();
         expected.sort();
-        let opts = Options { wrapper: &wrapper, source: "fuzz.json", run: None };
+        let opts = Options { wrapper: &wrapper, source: "fuzz.json", run: None, order: None };
         for format in [Format::Ninja, Format::Make] {
             match render(format, &file, &opts) {
                 Ok(text) => {
