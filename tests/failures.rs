@@ -192,8 +192,10 @@ fn cancel(backend: &str, sig: i32, group: bool) {
         Some(128 + sig),
         "{backend} signal {sig}: {err}"
     );
+    // Jobs die at once on the signal; a run is gone in ~40 ms here. The bound leaves room for a
+    // loaded CI machine running the other tests at the same time.
     assert!(
-        took < Duration::from_secs(3),
+        took < Duration::from_secs(2),
         "{backend} took {took:?} to stop"
     );
     assert!(
