@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::{assert_linked, require, stderr, Space, BRIDGE};
+use common::{assert_linked, require, stderr, wait_for, Space, BRIDGE};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -147,14 +147,6 @@ fn hanging_jobs(s: &Space) {
         &serde_json::json!({"common": {"linker_output": "p", "args": ["sh"], "inputs": []}, "jobs": jobs})
             .to_string(),
     );
-}
-
-fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
-    let until = Instant::now() + Duration::from_secs(20);
-    while !done() {
-        assert!(Instant::now() < until, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 fn alive(pid: i32) -> bool {

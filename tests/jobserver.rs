@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{require, stderr, Space, BRIDGE};
+use common::{require, stderr, wait_for, Space, BRIDGE};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -256,14 +256,6 @@ fn cargo_jobserver_bounds_links_in_build_scripts() {
     }
     let max = max_concurrency(&s, "jobs.log");
     assert_eq!(max, 2, "cargo -j2 ran {max} backend jobs at once");
-}
-
-fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
-    let until = Instant::now() + Duration::from_secs(30);
-    while !done() {
-        assert!(Instant::now() < until, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 /// A link killed with SIGTERM gives its jobserver tokens back, so the rest of the build runs at

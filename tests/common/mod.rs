@@ -191,3 +191,15 @@ pub fn assert_linked(out: &Output) {
         stderr(out)
     );
 }
+
+/// Polls `done` until it holds, failing the test after 30 s.
+pub fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !done() {
+        assert!(
+            std::time::Instant::now() < until,
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
