@@ -22,13 +22,17 @@ environment, which wins over the default. Examples:
 
   clang-22 -flto=thin -fuse-ld=lld-22 -fthinlto-distributor=$(command -v dtlto-bridge) \\
       -Xthinlto-distributor=--backend=make *.o -o prog
-  ld.lld-22 --thinlto-distributor=dtlto-bridge --thinlto-distributor-arg=--wrapper=distcc ...
+  ld.lld-22 --thinlto-distributor=/usr/local/bin/dtlto-bridge \\
+      --thinlto-distributor-arg=--wrapper=distcc ...   # lld wants a path: it does not search PATH
   DTLTO_BRIDGE_WRAPPER=icecc make            # no change to link flags
   dtlto-bridge emit --format make prog.dist-file.json -o jobs.mk
 
+A job that fails through the wrapper is run again once locally (--no-fallback turns that off).
+`dtlto-bridge doctor` checks this machine.
+
 Exit status: 0 all outputs made; 1 a job or the build tool failed; 2 bad usage or a job file that
 is malformed or names missing inputs; 3 the environment is missing something (ninja, make, a
-temporary directory).";
+temporary directory); 128+N stopped by signal N.";
 
 #[derive(Debug, Parser)]
 #[command(
