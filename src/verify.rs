@@ -83,21 +83,25 @@ impl Problem {
 
 /// Checks one output: it must exist, be non-empty and, if it is an ELF object, be whole.
 pub fn output_problem(path: &Path) -> Option<Problem> {
-    let bytes = match std::fs::read(path) {
-        Ok(b) => b,
-        Err(_) => return Some(Problem::Missing),
+    use std::io::Read;
+    let Ok(mut file) = std::fs::File::open(path) else {
+        return Some(Problem::Missing);
     };
-    if bytes.is_empty() {
+    let len = file.metadata().map_or(0, |m| m.len());
+    if len == 0 {
         return Some(Problem::Bad("an empty"));
     }
-    if elf_truncated(&bytes) {
+    // The ELF header is all that is needed: 64 bytes at most.
+    let mut header = Vec::with_capacity(64);
+    if file.by_ref().take(64).read_to_end(&mut header).is_err() || elf_truncated(&header, len) {
         return Some(Problem::Bad("a truncated"));
     }
     None
 }
 
-/// An ELF file is cut short when its header or its section header table lies past its end.
-fn elf_truncated(b: &[u8]) -> bool {
+/// An ELF file of `len` bytes is cut short when its header or its section header table lies
+/// past its end; `b` is its start (the header).
+fn elf_truncated(b: &[u8], len: u64) -> bool {
     if !b.starts_with(b"\x7fELF") {
         return false;
     }
@@ -124,7 +128,7 @@ fn elf_truncated(b: &[u8]) -> bool {
     };
     match fields {
         (Some(shoff), Some(shentsize), Some(shnum)) => {
-            shoff.saturating_add(shentsize.saturating_mul(shnum)) > b.len() as u64
+            shoff.saturating_add(shentsize.saturating_mul(shnum)) > len
         }
         _ => true,
     }
