@@ -42,6 +42,7 @@ def clean_env(jobs):
            if not (k.startswith("DTLTO_BRIDGE_") or "MAKEFLAGS" in k or k == "MFLAGS")}
     env["DTLTO_BRIDGE_HOST_SLOTS"] = str(jobs)
     env["DTLTO_BRIDGE_HOST_POOL"] = os.path.join(WORK, "pool")
+    env["DTLTO_BRIDGE_HISTORY"] = os.path.join(WORK, "history")
     env["DTLTO_BRIDGE_QUIET"] = "1"
     return env
 

@@ -84,7 +84,8 @@ pub struct RunArgs {
     #[command(flatten)]
     pub wrapper: WrapperArg,
 
-    /// Order in which jobs start: costliest first (by the bytes each reads), or as in the file.
+    /// Order in which jobs start: costliest first (by the durations remembered from earlier links
+    /// of the same output, else by the bytes each reads), or as in the file.
     #[arg(
         long,
         value_enum,
@@ -92,6 +93,15 @@ pub struct RunArgs {
         default_value = "longest"
     )]
     pub order: Order,
+
+    /// Where to remember each module's job duration between links, to start the longest first
+    /// [default: $XDG_CACHE_HOME/dtlto-bridge, else ~/.cache/dtlto-bridge].
+    #[arg(long, value_name = "DIR", env = "DTLTO_BRIDGE_HISTORY")]
+    pub history: Option<Utf8PathBuf>,
+
+    /// Neither use nor update the remembered durations (order by input bytes alone).
+    #[arg(long, env = "DTLTO_BRIDGE_NO_HISTORY", value_parser = clap::builder::BoolishValueParser::new())]
+    pub no_history: bool,
 
     /// Slots of the host-wide pool that concurrent dtlto-bridge runs of this user share when
     /// no jobserver is present; 0 turns the pool off [default: the available parallelism].

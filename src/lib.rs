@@ -7,6 +7,7 @@ pub mod cancel;
 pub mod cli;
 pub mod doctor;
 pub mod escape;
+pub mod history;
 pub mod job;
 pub mod parse;
 pub mod plan;

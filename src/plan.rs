@@ -70,9 +70,9 @@ pub fn input_bytes(file: &JobFile, dir: &Path) -> Vec<u64> {
 
 /// Job indices, costliest first (ties keep file order), so that the end of a link does not wait
 /// on one big job started last.
-pub fn longest_first(cost: &[u64]) -> Vec<usize> {
+pub fn longest_first(cost: &[f64]) -> Vec<usize> {
     let mut order: Vec<usize> = (0..cost.len()).collect();
-    order.sort_by_key(|&i| std::cmp::Reverse(cost[i]));
+    order.sort_by(|&a, &b| cost[b].total_cmp(&cost[a]));
     order
 }
 
@@ -129,7 +129,7 @@ mod tests {
 
     #[test]
     fn costliest_jobs_come_first_and_ties_keep_file_order() {
-        assert_eq!(longest_first(&[5, 9, 5, 1, 9]), [1, 4, 0, 2, 3]);
+        assert_eq!(longest_first(&[5.0, 9.0, 5.0, 1.0, 9.0]), [1, 4, 0, 2, 3]);
         assert_eq!(longest_first(&[]), Vec::<usize>::new());
     }
 

@@ -128,6 +128,17 @@ fn run_in(
     let ninja = which::which(&args.tools.ninja).ok();
     let format = plan::choose_backend(args.backend, ninja.is_some());
     let input_bytes = plan::input_bytes(file, Path::new("."));
+    let mut history = (!args.no_history)
+        .then(|| args.history.clone().or_else(crate::history::default_dir))
+        .flatten()
+        .and_then(|dir| {
+            let cwd = std::env::current_dir().ok()?;
+            Some(crate::history::History::load(
+                &dir,
+                &cwd,
+                &file.linker_output,
+            ))
+        });
     let opts = render::Options {
         wrapper,
         source: path.as_str(),
@@ -136,7 +147,10 @@ fn run_in(
             launcher: vec![exe.to_string(), "__job".to_string(), state_dir.to_string()],
         }),
         order: match args.order {
-            crate::cli::Order::Longest => Some(plan::longest_first(&input_bytes)),
+            crate::cli::Order::Longest => Some(plan::longest_first(&match &history {
+                Some(h) => h.estimate(file, &input_bytes),
+                None => input_bytes.iter().map(|&b| b as f64).collect(),
+            })),
             crate::cli::Order::File => None,
         },
     };
@@ -266,6 +280,12 @@ fn run_in(
     if status.success() && outcomes.iter().all(verify::Outcome::ok) {
         report::job_warnings(file, &outcomes);
         report::fallbacks(file, &outcomes);
+        if let Some(h) = &mut history {
+            let seconds: Vec<Option<f64>> = record.jobs.iter().map(|j| j.seconds).collect();
+            if let Err(e) = h.record(file, &seconds) {
+                report::warning(&format!("remember job durations: {e}"));
+            }
+        }
         if !args.quiet {
             eprintln!("dtlto-bridge: {}", record::summary(&record));
         }

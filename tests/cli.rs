@@ -400,3 +400,33 @@ fn costliest_jobs_start_first() {
         }
     }
 }
+
+/// Durations remembered from an earlier link of the same output beat the input-bytes estimate.
+#[test]
+fn remembered_durations_order_the_next_link() {
+    let s = Space::new();
+    s.write("small.o", "x");
+    s.write("big.o", &"x".repeat(5000));
+    s.write(
+        "j.json",
+        &jobs(&[
+            ("sleep 0.3; cp small.o o0", &["small.o"], &["o0"]),
+            ("cp big.o o1", &["big.o"], &["o1"]),
+        ]),
+    );
+    let order = |extra: &[&str]| -> Vec<usize> {
+        let mut args = vec!["--backend=make", "--keep"];
+        args.extend(extra);
+        args.push("j.json");
+        let out = s.ok(&mut s.bridge(&args));
+        let text = std::fs::read_to_string(kept_dir(&out).join("Makefile")).unwrap();
+        text.lines()
+            .filter_map(|l| l.strip_prefix("# job "))
+            .map(|n| n.parse().unwrap())
+            .collect()
+    };
+    assert_eq!(order(&[]), [1, 0], "first link: by bytes");
+    assert_eq!(order(&[]), [0, 1], "second link: the slow job remembered");
+    assert_eq!(order(&["--no-history"]), [1, 0]);
+    assert!(s.tmp.with_file_name("history").read_dir().unwrap().count() == 1);
+}

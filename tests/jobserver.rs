@@ -85,6 +85,7 @@ fn run_outer(s: &Space, make: &Path, env: &[(&str, &str)]) -> String {
         .args(["-j2", "-f", "outer.mk"])
         .env("TMPDIR", &s.tmp)
         .env("DTLTO_BRIDGE_HOST_POOL", s.tmp.with_file_name("pool"))
+        .env("DTLTO_BRIDGE_HISTORY", s.tmp.with_file_name("history"))
         .env_remove("MAKEFLAGS")
         .env_remove("CARGO_MAKEFLAGS");
     for (k, v) in env {

@@ -166,6 +166,7 @@ fn a_terminal_gets_a_progress_line() {
     let out = s.ok(std::process::Command::new(script)
         .current_dir(&s.dir)
         .env("DTLTO_BRIDGE_HOST_POOL", s.tmp.with_file_name("pool"))
+        .env("DTLTO_BRIDGE_HISTORY", s.tmp.with_file_name("history"))
         .args(["-qec", &format!("'{BRIDGE}' --jobs=1 j.json"), "/dev/null"]));
     let screen = String::from_utf8_lossy(&out.stdout);
     assert!(

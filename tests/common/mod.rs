@@ -82,6 +82,7 @@ impl Space {
         }
         // The host-wide pool of this space alone, so tests running at once do not share it.
         cmd.env("DTLTO_BRIDGE_HOST_POOL", self.tmp.with_file_name("pool"));
+        cmd.env("DTLTO_BRIDGE_HISTORY", self.tmp.with_file_name("history"));
     }
 
     /// dtlto-bridge with these arguments, run in the link directory.
