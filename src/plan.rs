@@ -33,39 +33,33 @@ pub fn check_independent(file: &JobFile) -> Result<(), String> {
     Ok(())
 }
 
-/// Every input that does not exist, as (job index, path), in job order.
-pub fn missing_inputs(file: &JobFile, dir: &Path) -> Vec<(usize, String)> {
-    let mut checked = HashMap::new();
-    let mut missing = Vec::new();
-    for (i, job) in file.jobs.iter().enumerate() {
-        for input in &job.inputs {
-            let exists = *checked
-                .entry(input.as_str())
-                .or_insert_with(|| dir.join(input).exists());
-            if !exists {
-                missing.push((i, input.clone()));
-            }
-        }
-    }
-    missing
+/// What the file system says of the jobs' inputs, from one look at each distinct path.
+pub struct Inputs {
+    /// Every input that does not exist, as (job index, path), in job order.
+    pub missing: Vec<(usize, String)>,
+    /// Bytes each job reads (module, shard, imports, shared inputs): the estimate of its cost.
+    pub bytes: Vec<u64>,
 }
 
-/// Bytes each job reads (module, shard, imports, shared inputs): the estimate of its cost.
-pub fn input_bytes(file: &JobFile, dir: &Path) -> Vec<u64> {
-    let mut sizes: HashMap<&str, u64> = HashMap::new();
-    file.jobs
-        .iter()
-        .map(|job| {
-            job.inputs
-                .iter()
-                .map(|p| {
-                    *sizes
-                        .entry(p.as_str())
-                        .or_insert_with(|| std::fs::metadata(dir.join(p)).map_or(0, |m| m.len()))
-                })
-                .sum()
-        })
-        .collect()
+/// Looks at every input once: whether it exists, and how big it is.
+pub fn stat_inputs(file: &JobFile, dir: &Path) -> Inputs {
+    let mut sizes: HashMap<&str, Option<u64>> = HashMap::new();
+    let mut missing = Vec::new();
+    let mut bytes = Vec::with_capacity(file.jobs.len());
+    for (i, job) in file.jobs.iter().enumerate() {
+        let mut total = 0;
+        for input in &job.inputs {
+            let size = *sizes
+                .entry(input.as_str())
+                .or_insert_with(|| std::fs::metadata(dir.join(input)).ok().map(|m| m.len()));
+            match size {
+                Some(n) => total += n,
+                None => missing.push((i, input.clone())),
+            }
+        }
+        bytes.push(total);
+    }
+    Inputs { missing, bytes }
 }
 
 /// Job indices, costliest first (ties keep file order), so that the end of a link does not wait
@@ -121,10 +115,12 @@ mod tests {
         let f = file(
             r#"{"args":[],"inputs":["here.o","gone.o"],"outputs":["a"]},{"args":[],"inputs":["gone.o"],"outputs":["b"]}"#,
         );
+        let inputs = stat_inputs(&f, dir.path());
         assert_eq!(
-            missing_inputs(&f, dir.path()),
+            inputs.missing,
             [(0, "gone.o".to_string()), (1, "gone.o".to_string())]
         );
+        assert_eq!(inputs.bytes, [1, 0]);
     }
 
     #[test]

@@ -70,7 +70,8 @@ pub fn run(args: &RunArgs) -> Result<(), Fail> {
     let wrapper = wrapper(&args.wrapper)?;
     let cwd = Path::new(".");
 
-    let missing = plan::missing_inputs(&file, cwd);
+    let inputs = plan::stat_inputs(&file, cwd);
+    let missing = &inputs.missing;
     if !missing.is_empty() {
         let list: Vec<String> = missing
             .iter()
@@ -96,7 +97,14 @@ pub fn run(args: &RunArgs) -> Result<(), Fail> {
             p.display()
         ))
     })?;
-    let result = run_in(args, &file, path, &wrapper, &state_dir, jobserver, &watch);
+    let link = Link {
+        args,
+        file: &file,
+        input_bytes: &inputs.bytes,
+        path,
+        wrapper: &wrapper,
+    };
+    let result = run_in(&link, &state_dir, jobserver, &watch);
     if args.keep {
         let kept = state.keep();
         eprintln!("dtlto-bridge: kept {}", kept.display());
@@ -104,15 +112,29 @@ pub fn run(args: &RunArgs) -> Result<(), Fail> {
     result
 }
 
+/// One link's checked input: what `run_in` works from.
+struct Link<'a> {
+    args: &'a RunArgs,
+    file: &'a JobFile,
+    input_bytes: &'a [u64],
+    /// The job file's path.
+    path: &'a Utf8Path,
+    wrapper: &'a [String],
+}
+
 fn run_in(
-    args: &RunArgs,
-    file: &JobFile,
-    path: &Utf8Path,
-    wrapper: &[String],
+    link: &Link<'_>,
     state_dir: &Utf8Path,
     jobserver: jobserver::FromEnv,
     watch: &Watch,
 ) -> Result<(), Fail> {
+    let Link {
+        args,
+        file,
+        input_bytes,
+        path,
+        wrapper,
+    } = *link;
     let exe = std::env::current_exe()
         .map_err(|e| Fail::environment(format!("find own executable: {e}")))?;
     let exe = exe
@@ -127,7 +149,6 @@ fn run_in(
 
     let ninja = which::which(&args.tools.ninja).ok();
     let format = plan::choose_backend(args.backend, ninja.is_some());
-    let input_bytes = plan::input_bytes(file, Path::new("."));
     let mut history = (!args.no_history)
         .then(|| args.history.clone().or_else(crate::history::default_dir))
         .flatten()
@@ -148,7 +169,7 @@ fn run_in(
         }),
         order: match args.order {
             crate::cli::Order::Longest => Some(plan::longest_first(&match &history {
-                Some(h) => h.estimate(file, &input_bytes),
+                Some(h) => h.estimate(file, input_bytes),
                 None => input_bytes.iter().map(|&b| b as f64).collect(),
             })),
             crate::cli::Order::File => None,
@@ -271,7 +292,7 @@ fn run_in(
         file,
         wrapper,
         outcomes: &outcomes,
-        input_bytes: &input_bytes,
+        input_bytes,
         backend: format.tool(),
         start: started,
         end: crate::job::now(),
