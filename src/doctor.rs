@@ -105,18 +105,9 @@ fn build_tool(format: Format, program: &str, needed: bool) -> Line {
 }
 
 fn jobserver_line(from_env: jobserver::FromEnv, host_slots: usize) -> Line {
-    let var = from_env
-        .var
-        .as_ref()
-        .map(|(name, value)| format!("{name}={}", value.to_string_lossy()));
-    let text = match (&from_env.client, var) {
+    let text = match (&from_env.client, slots::advertised(&from_env)) {
         (Ok(_), Some(var)) => format!("usable, from {var}: jobs take its tokens"),
-        (Err(e), Some(var))
-            if !matches!(
-                e.kind(),
-                jobserver::FromEnvErrorKind::NoEnvVar | jobserver::FromEnvErrorKind::NoJobserver
-            ) =>
-        {
+        (Err(e), Some(var)) if slots::unusable(e) => {
             format!(
                 "advertised in {var} but unusable: {e}. Runs here would go one job at a time; \
                  mark the link recipe with '+' so make passes its jobserver"

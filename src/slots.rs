@@ -98,12 +98,26 @@ pub fn probe() -> jobserver::FromEnv {
     unsafe { Client::from_env_ext(true) }
 }
 
-/// Decides the gate for one run from what `probe` found.
-pub fn decide(from_env: jobserver::FromEnv, req: &Request<'_>) -> Decision {
-    let advertised = from_env
+/// The variable that advertised a jobserver, as `NAME=value`, if any did.
+pub fn advertised(from_env: &jobserver::FromEnv) -> Option<String> {
+    from_env
         .var
         .as_ref()
-        .map(|(name, value)| format!("{name}={}", value.to_string_lossy()));
+        .map(|(name, value)| format!("{name}={}", value.to_string_lossy()))
+}
+
+/// Whether a jobserver was advertised but cannot be used (closed or reused descriptors, a fifo
+/// that cannot be opened), as opposed to none being advertised at all.
+pub fn unusable(e: &jobserver::FromEnvError) -> bool {
+    !matches!(
+        e.kind(),
+        FromEnvErrorKind::NoEnvVar | FromEnvErrorKind::NoJobserver
+    )
+}
+
+/// Decides the gate for one run from what `probe` found.
+pub fn decide(from_env: jobserver::FromEnv, req: &Request<'_>) -> Decision {
+    let advertised = advertised(&from_env);
     let mut warnings = Vec::new();
     if let Some(n) = req.explicit_jobs {
         if let (Ok(_), Some(var)) = (&from_env.client, &advertised) {
@@ -122,12 +136,7 @@ pub fn decide(from_env: jobserver::FromEnv, req: &Request<'_>) -> Decision {
             client: Some(client),
             warnings,
         },
-        Err(e)
-            if !matches!(
-                e.kind(),
-                FromEnvErrorKind::NoEnvVar | FromEnvErrorKind::NoJobserver
-            ) =>
-        {
+        Err(e) if unusable(&e) => {
             warnings.push(format!(
                 "use the parent's jobserver ({}): {e}; running one job at a time, as make does. \
                  Fix: mark the link recipe with '+' (or run it through $(MAKE)) so make passes \
