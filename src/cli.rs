@@ -232,6 +232,9 @@ pub struct JobArgs {
     /// A file the job must write, non-empty.
     #[arg(long = "output")]
     pub outputs: Vec<String>,
+    /// Set by the run for every launcher it starts (see `RunArgs::no_fallback`).
+    #[arg(long, env = "DTLTO_BRIDGE_NO_FALLBACK", value_parser = clap::builder::BoolishValueParser::new())]
+    pub no_fallback: bool,
     #[arg(last = true, required = true)]
     pub command: Vec<String>,
 }

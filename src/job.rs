@@ -89,7 +89,8 @@ pub fn now() -> f64 {
         .unwrap_or_default()
 }
 
-/// Environment variable with which a run turns the local fallback off for its launchers.
+/// Environment variable with which a run turns the local fallback off for its launchers (read
+/// by clap, as `JobArgs::no_fallback`).
 pub const NO_FALLBACK_ENV: &str = "DTLTO_BRIDGE_NO_FALLBACK";
 
 /// Takes a slot, runs the command with its stderr saved, and — when a wrapper ran it and it
@@ -111,11 +112,7 @@ pub fn run(args: &crate::cli::JobArgs) -> anyhow::Result<i32> {
     };
     let local = &command[command.len().saturating_sub(args.local)..];
     let wrapped = command.len() > local.len();
-    let fallback_allowed = wrapped
-        && !matches!(
-            std::env::var(NO_FALLBACK_ENV).as_deref(),
-            Ok("1" | "true" | "yes" | "on")
-        );
+    let fallback_allowed = wrapped && !args.no_fallback;
 
     let stderr_file = stderr_path(state_dir, index);
     let mut status = attempt(command, &stderr_file, &watch)?;
