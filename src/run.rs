@@ -196,15 +196,15 @@ fn run_in(
         .map_err(|e| Fail::environment(format!("write {build_file}: {e}")))?;
     drop(prepared);
 
-    let program = match format {
-        Format::Ninja => args.tools.ninja.as_str(),
-        Format::Make => args.tools.make.as_str(),
+    let program = match (format, ninja) {
+        (Format::Ninja, Some(found)) => found,
+        (Format::Ninja, None) => {
+            which::which(&args.tools.ninja).map_err(|e| missing(&args.tools.ninja, e))?
+        }
+        (Format::Make, _) => {
+            which::which(&args.tools.make).map_err(|e| missing(&args.tools.make, e))?
+        }
     };
-    let program = which::which(program).map_err(|e| {
-        Fail::environment(format!(
-            "find {program}: {e} (install it, or choose the other backend with --backend)"
-        ))
-    })?;
     let parallelism = std::thread::available_parallelism()
         .map(usize::from)
         .unwrap_or(1);
@@ -273,21 +273,23 @@ fn run_in(
         status.map_err(|e| Fail::environment(format!("run {}: {e}", program.display())))?;
     drop(decision);
 
-    if let Some(sig) = watch.received() {
+    let cwd = Path::new(".");
+    let signal = watch.received();
+    if signal.is_some() {
         // ninja may exit before the jobs it signalled: wait (a while) for the last launcher.
         let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
         while launchers.try_lock().is_err() && std::time::Instant::now() < until {
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
-        let outcomes = verify::check(file, state_dir, Path::new("."));
-        verify::remove_failed_outputs(file, &outcomes, Path::new("."));
+    }
+    let outcomes = verify::check(file, state_dir, cwd);
+    if let Some(sig) = signal {
+        verify::remove_failed_outputs(file, &outcomes, cwd);
         return Err(Fail::new(
             cancel::exit_code(sig),
             format!("run backend jobs: interrupted by signal {sig}"),
         ));
     }
-    let cwd = Path::new(".");
-    let outcomes = verify::check(file, state_dir, cwd);
     let record = record::build(&record::RunInfo {
         file,
         wrapper,
@@ -324,6 +326,12 @@ fn run_in(
         &tool_log,
     );
     Err(fail)
+}
+
+fn missing(program: &str, e: which::Error) -> Fail {
+    Fail::environment(format!(
+        "find {program}: {e} (install it, or choose the other backend with --backend)"
+    ))
 }
 
 /// Writes the `--report` and `--trace` files, if asked for.
