@@ -160,15 +160,19 @@ pub fn summary(r: &Record) -> String {
 /// Puts each job that ran on the first slot lane free at its start (interval partitioning), so
 /// the lanes show how the slots were used. Returns the lane of each job, in job order.
 pub fn lanes(r: &Record) -> Vec<Option<usize>> {
-    let mut order: Vec<&JobRecord> = r.jobs.iter().filter(|j| j.start.is_some()).collect();
-    order.sort_by(|a, b| {
-        (a.start, a.index)
-            .partial_cmp(&(b.start, b.index))
+    let mut order: Vec<usize> = (0..r.jobs.len())
+        .filter(|&p| r.jobs[p].start.is_some())
+        .collect();
+    order.sort_by(|&a, &b| {
+        let key = |p: usize| (r.jobs[p].start.unwrap_or_default(), r.jobs[p].index);
+        key(a)
+            .partial_cmp(&key(b))
             .unwrap_or(std::cmp::Ordering::Equal)
     });
     let mut lane_end: Vec<f64> = Vec::new();
     let mut lane_of = vec![None; r.jobs.len()];
-    for j in order {
+    for p in order {
+        let j = &r.jobs[p];
         let (start, end) = (j.start.unwrap_or_default(), j.end.unwrap_or_default());
         let lane = match lane_end.iter().position(|&e| e <= start) {
             Some(l) => l,
@@ -178,9 +182,7 @@ pub fn lanes(r: &Record) -> Vec<Option<usize>> {
             }
         };
         lane_end[lane] = end;
-        if let Some(pos) = r.jobs.iter().position(|x| x.index == j.index) {
-            lane_of[pos] = Some(lane);
-        }
+        lane_of[p] = Some(lane);
     }
     lane_of
 }
