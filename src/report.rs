@@ -114,12 +114,12 @@ pub fn failures(
         .collect();
     let not_run = outcomes.iter().filter(|o| o.status.is_none()).count();
     if failed.is_empty() {
-        let mut text = format!(
-            "run {tool}: {} before any job failed; its output:\n",
-            tool_status
-                .as_deref()
-                .unwrap_or("it succeeded, but jobs did not run,")
-        );
+        let mut text = match tool_status.as_deref() {
+            Some(status) => format!("run {tool}: {status} before any job failed; its output:\n"),
+            None => {
+                format!("run {tool}: it exited 0, but {not_run} job(s) did not run; its output:\n")
+            }
+        };
         indent(tool_log, &mut text);
         return Fail::failed(text.trim_end());
     }
