@@ -73,18 +73,18 @@ def link_variants(jobs):
     }
 
 
-def real_links(objects, cwd, jobs, runs, libs):
-    env = clean_env(jobs)
-    variants = link_variants(jobs)
+def median_links(variants, inputs, cwd, runs, env, selftest):
+    """Links `inputs` each way `runs` times, interleaved; the median seconds of each way. With
+    `selftest`, every linked program must print `lua self-test ok`."""
+    prog = os.path.join(cwd, "prog")
     times = {name: [] for name in variants}
     for _ in range(runs):
         for name, cmd in variants.items():
-            out = "prog"
-            if os.path.exists(os.path.join(cwd, out)):
-                os.remove(os.path.join(cwd, out))
-            times[name].append(timed(cmd + objects + ["-o", out] + libs, env=env, cwd=cwd))
-            check = subprocess.run([os.path.join(cwd, out)], capture_output=True, text=True)
-            if check.returncode != 0 or (out == "prog" and "self-test ok" not in check.stdout and objects != ["one.o"]):
+            if os.path.exists(prog):
+                os.remove(prog)
+            times[name].append(timed(cmd + inputs + ["-o", "prog"], env=env, cwd=cwd))
+            check = subprocess.run([prog], capture_output=True, text=True)
+            if check.returncode != 0 or (selftest and "self-test ok" not in check.stdout):
                 sys.exit(f"{name}: the linked program failed its self-test: {check.stderr}")
     return {name: statistics.median(t) for name, t in times.items()}
 
@@ -147,7 +147,8 @@ def main():
     objects = compile_lua(args.lua, cwd)
     libs = ["-lm"]
 
-    real = real_links(objects, cwd, jobs, args.runs, libs)
+    env = clean_env(jobs)
+    real = median_links(link_variants(jobs), objects + libs, cwd, args.runs, env, selftest=True)
     report = report_of_one_link(objects, cwd, jobs, libs)
 
     # Fixed overhead: a link with one backend job.
@@ -156,13 +157,8 @@ def main():
     with open(os.path.join(one, "one.c"), "w") as f:
         f.write("int main(void) { return 0; }\n")
     run(["clang-22", "-O2", "-flto=thin", "-c", "one.c", "-o", "one.o"], cwd=one)
-    env = clean_env(jobs)
     one_job = {k: v for k, v in link_variants(jobs).items() if "order" not in k}
-    fixed = {name: [] for name in one_job}
-    for _ in range(max(3 * args.runs, 15)):
-        for name, cmd in one_job.items():
-            fixed[name].append(timed(cmd + ["one.o", "-o", "one"], env=env, cwd=one))
-    fixed = {k: statistics.median(v) for k, v in fixed.items()}
+    fixed = median_links(one_job, ["one.o"], one, max(3 * args.runs, 15), env, selftest=False)
 
     # clang's own start-up, which every distributed job pays and in-process ThinLTO does not.
     startup = statistics.median(
@@ -193,6 +189,13 @@ def main():
     write_results(args, jobs, real, fixed, startup, scale, order, len(report["jobs"]))
 
 
+def table(title, header, rows):
+    """A markdown section: a heading and a table whose first column is text, the rest numbers."""
+    align = ["---"] + ["---:"] * (len(header) - 1)
+    return ["", f"## {title}", "", "| " + " | ".join(header) + " |", "| " + " | ".join(align) + " |"] + [
+        "| " + " | ".join(row) + " |" for row in rows]
+
+
 def write_results(args, jobs, real, fixed, startup, scale, order, njobs):
     today = datetime.date.today().isoformat()
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
@@ -206,42 +209,30 @@ def write_results(args, jobs, real, fixed, startup, scale, order, njobs):
         f"ninja {version(['ninja', '--version'])}; {version(['make', '--version'])}.",
         f"Command: `bench/run.sh {args.runs}` (medians of {args.runs} interleaved runs; -j{jobs}).",
         "",
-        f"## Real link: Lua 5.4 ({njobs} ThinLTO backend jobs), every program passes its self-test",
-        "",
-        "| link | median s | / ideal | / in-process |",
-        "| --- | ---: | ---: | ---: |",
     ]
-    for name, t in real.items():
-        lines.append(f"| {name} | {t:.3f} | {t / ideal:.3f} | {t / inproc:.3f} |")
-    lines += [
-        "",
-        f"One clang-22 process start-up (compile of an empty file): {startup * 1000:.1f} ms.",
-        "",
-        "## Fixed overhead: a link with 1 backend job",
-        "",
-        "| link | median ms | over ideal ms |",
-        "| --- | ---: | ---: |",
-    ]
-    for name, t in fixed.items():
-        lines.append(f"| {name} | {t * 1000:.1f} | {(t - fixed['ideal executor']) * 1000:+.1f} |")
-    lines += [
-        "",
-        "## Parse + render (`dtlto-bridge emit`), synthetic job files",
-        "",
-        "| jobs | format | median s | peak RSS MB |",
-        "| ---: | --- | ---: | ---: |",
-    ]
-    for n, fmt, t, rss in scale:
-        lines.append(f"| {n} | {fmt} | {t:.3f} | {rss:.1f} |")
-    lines += [
-        "",
-        "## Job order: recorded durations replayed (list scheduling)",
-        "",
-        "| link | file order s | longest first by input bytes s | longest first by duration s | longest job s |",
-        "| ---: | ---: | ---: | ---: | ---: |",
-    ]
-    for what, fifo, bytes_, dur, longest in order:
-        lines.append(f"| {what} | {fifo:.3f} | {bytes_:.3f} | {dur:.3f} | {longest:.3f} |")
+    lines += table(
+        f"Real link: Lua 5.4 ({njobs} ThinLTO backend jobs), every program passes its self-test",
+        ["link", "median s", "/ ideal", "/ in-process"],
+        [[name, f"{t:.3f}", f"{t / ideal:.3f}", f"{t / inproc:.3f}"] for name, t in real.items()],
+    )
+    lines += ["", f"One clang-22 process start-up (compile of an empty file): {startup * 1000:.1f} ms."]
+    lines += table(
+        "Fixed overhead: a link with 1 backend job",
+        ["link", "median ms", "over ideal ms"],
+        [[name, f"{t * 1000:.1f}", f"{(t - fixed['ideal executor']) * 1000:+.1f}"]
+         for name, t in fixed.items()],
+    )
+    lines += table(
+        "Parse + render (`dtlto-bridge emit`), synthetic job files",
+        ["jobs", "format", "median s", "peak RSS MB"],
+        [[str(n), fmt, f"{t:.3f}", f"{rss:.1f}"] for n, fmt, t, rss in scale],
+    )
+    lines += table(
+        "Job order: recorded durations replayed (list scheduling)",
+        ["link", "file order s", "longest first by input bytes s", "longest first by duration s",
+         "longest job s"],
+        [[what] + [f"{x:.3f}" for x in rest] for what, *rest in order],
+    )
     text = "\n".join(lines) + "\n"
     os.makedirs(os.path.join(ROOT, "bench/results"), exist_ok=True)
     path = os.path.join(ROOT, "bench/results", f"{today}.md")
