@@ -114,22 +114,19 @@ pub fn make_path(path: &str) -> Option<String> {
     let mut out = String::with_capacity(path.len() + 4);
     for c in path.chars() {
         match c {
-            'a'..='z' | 'A'..='Z' | '0'..='9' | '.' | '_' | '+' | '-' | '/' | ',' | '@' => {
-                out.push(c)
-            }
             ' ' | ':' | '#' => {
                 out.push('\\');
                 out.push(c);
             }
             '$' => out.push_str("$$"),
-            c if !c.is_ascii() && !c.is_control() && !c.is_whitespace() => out.push(c),
-            _ => return None,
+            c => out.push(c),
         }
     }
     Some(out)
 }
 
-/// Whether make can name `path` as a target or prerequisite (see `make_path`).
+/// Whether make can name `path` as a target or prerequisite (see `make_path`): plain characters,
+/// the three that take a backslash (space, `:`, `#`), `$` (doubled), and non-ASCII text.
 pub fn make_path_ok(path: &str) -> bool {
     path.chars().all(|c| {
         matches!(c, 'a'..='z' | 'A'..='Z' | '0'..='9' | '.' | '_' | '+' | '-' | '/' | ',' | '@'
