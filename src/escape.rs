@@ -1,32 +1,130 @@
 //! Escape: every rule for writing a string into a shell command, a build.ninja or a Makefile.
 //!
-//! It knows the quoting rules of POSIX sh, ninja and GNU make, and which strings each cannot
-//! express; it does not know what the strings mean or which backend was chosen.
+//! It knows the quoting rules of POSIX sh (and of bash, which is /bin/sh on Fedora, RHEL and
+//! Arch), ninja and GNU make, and which strings each cannot express; it does not know what the
+//! strings mean or which backend was chosen. Quoting streams into any `fmt::Write`, so the
+//! renderers write escaped text without building copies of it.
 
-use std::borrow::Cow;
+use std::fmt::{self, Display, Write};
 
-/// Quotes one word for POSIX sh, leaving plain words as they are.
-pub fn shell_word(word: &str) -> Cow<'_, str> {
-    shell_words::quote(word)
+/// Whether `word` can stand unquoted in a shell command: only `[A-Za-z0-9_@%+=:,./-]`. Anything
+/// else is quoted, including what only bash expands (`{a,b}`, `!`, `^`). `=` is unsafe in the
+/// first word of a line, where the shell would read `a=b` as an assignment.
+fn shell_safe(word: &str, first: bool) -> bool {
+    !word.is_empty()
+        && word.bytes().all(|b| {
+            b.is_ascii_alphanumeric()
+                || matches!(
+                    b,
+                    b'_' | b'@' | b'%' | b'+' | b':' | b',' | b'.' | b'/' | b'-'
+                )
+                || (b == b'=' && !first)
+        })
 }
 
-/// Quotes each word for POSIX sh and joins them with spaces.
-pub fn shell_line<S: AsRef<str>>(words: &[S]) -> String {
-    let quoted: Vec<Cow<'_, str>> = words.iter().map(|w| shell_word(w.as_ref())).collect();
-    quoted.join(" ")
-}
-
-/// Quotes words for POSIX sh so that the line can also start a Makefile recipe: make takes a
-/// leading `@`, `-` or `+` (even one that comes from a variable) as a recipe prefix, so a first
-/// word starting with one is always quoted.
-pub fn shell_line_for_recipe<S: AsRef<str>>(words: &[S]) -> String {
-    let mut line = shell_line(words);
-    if let Some(first) = words.first().map(AsRef::as_ref) {
-        if first.starts_with(['@', '-', '+']) && !line.starts_with('\'') {
-            line = format!("'{}'{}", first, &line[first.len()..]);
-        }
+/// Writes one word for the shell: as it is when safe, else in single quotes (`'` as `'\''`).
+pub fn write_shell_word(out: &mut impl Write, word: &str, first: bool) -> fmt::Result {
+    if shell_safe(word, first) {
+        return out.write_str(word);
     }
-    line
+    out.write_char('\'')?;
+    let mut parts = word.split('\'');
+    if let Some(p) = parts.next() {
+        out.write_str(p)?;
+    }
+    for p in parts {
+        out.write_str("'\\''")?;
+        out.write_str(p)?;
+    }
+    out.write_char('\'')
+}
+
+/// Words quoted for the shell and joined by spaces, as a `Display` that writes without copying.
+pub struct ShellLine<'a, S> {
+    words: &'a [S],
+    /// Whether the first word starts the command line (then `=` in it is quoted too).
+    starts_line: bool,
+}
+
+impl<S: AsRef<str>> Display for ShellLine<'_, S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, w) in self.words.iter().enumerate() {
+            if i > 0 {
+                f.write_char(' ')?;
+            }
+            write_shell_word(f, w.as_ref(), i == 0 && self.starts_line)?;
+        }
+        Ok(())
+    }
+}
+
+/// Quotes each word for the shell and joins them with spaces; the first word may start a line.
+pub fn shell_line<S: AsRef<str>>(words: &[S]) -> String {
+    line(words).to_string()
+}
+
+/// `shell_line` without the copy.
+pub fn line<S: AsRef<str>>(words: &[S]) -> ShellLine<'_, S> {
+    ShellLine {
+        words,
+        starts_line: true,
+    }
+}
+
+/// Words that continue a command line (none of them starts it).
+pub fn tail<S: AsRef<str>>(words: &[S]) -> ShellLine<'_, S> {
+    ShellLine {
+        words,
+        starts_line: false,
+    }
+}
+
+/// Quotes one word for the shell, not at the start of a line.
+pub fn shell_word(word: &str) -> String {
+    let mut s = String::with_capacity(word.len() + 2);
+    let _ = write_shell_word(&mut s, word, false);
+    s
+}
+
+/// Writes a shell line that may also start a Makefile recipe: make takes a leading `@`, `-` or
+/// `+` (even one that comes from a variable) as a recipe prefix, so such a first word is quoted.
+pub fn write_recipe_line<S: AsRef<str>>(out: &mut impl Write, words: &[S]) -> fmt::Result {
+    let Some((first, rest)) = words.split_first() else {
+        return Ok(());
+    };
+    let first = first.as_ref();
+    if first.starts_with(['@', '-', '+']) && shell_safe(first, true) {
+        write!(out, "'{first}'")?;
+    } else {
+        write_shell_word(out, first, true)?;
+    }
+    for w in rest {
+        out.write_char(' ')?;
+        write_shell_word(out, w.as_ref(), false)?;
+    }
+    Ok(())
+}
+
+/// `write_recipe_line` into a new string.
+pub fn shell_line_for_recipe<S: AsRef<str>>(words: &[S]) -> String {
+    let mut s = String::new();
+    let _ = write_recipe_line(&mut s, words);
+    s
+}
+
+/// Passes text on with every `$` doubled: what ninja variable values and make recipes need.
+pub struct Dollars<'a, W: Write>(pub &'a mut W);
+
+impl<W: Write> Write for Dollars<'_, W> {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        let mut rest = s;
+        while let Some(i) = rest.find('$') {
+            self.0.write_str(&rest[..=i])?;
+            self.0.write_char('$')?;
+            rest = &rest[i + 1..];
+        }
+        self.0.write_str(rest)
+    }
 }
 
 /// Why a string cannot be written in a build file.
@@ -47,39 +145,42 @@ fn describe(c: char) -> String {
 }
 
 /// The first of the ASCII characters `bad` in `s`: a byte scan, as every path passes here.
-fn first_of(s: &str, bad: &[char]) -> Option<char> {
-    s.bytes()
-        .find(|b| b.is_ascii() && bad.contains(&char::from(*b)))
-        .map(char::from)
+fn first_of(s: &str, bad: &[u8]) -> Option<char> {
+    s.bytes().find(|b| bad.contains(b)).map(char::from)
+}
+
+/// Why a word cannot be part of a command line in any build file, if it cannot: neither
+/// build.ninja nor a Makefile has an escape for a line break or a NUL.
+pub fn line_problem(word: &str, file: &str) -> Option<String> {
+    first_of(word, b"\n\r\0").map(|c| refuse(word, file, c))
 }
 
 /// Why a path cannot stand on a `build` line of build.ninja, if it cannot.
 pub fn ninja_path_problem(path: &str) -> Option<String> {
-    first_of(path, &['\n', '\r', '\0', '|']).map(|c| refuse(path, "build.ninja", c))
+    first_of(path, b"\n\r\0|").map(|c| refuse(path, "build.ninja", c))
 }
 
-/// Why a word cannot be part of a command line in `file` (build.ninja or a Makefile), if it
-/// cannot: neither has an escape for a line break or a NUL.
-pub fn line_problem(word: &str, file: &str) -> Option<String> {
-    first_of(word, &['\n', '\r', '\0']).map(|c| refuse(word, file, c))
+/// Writes a path for a `build` line of build.ninja (checked by `ninja_path_problem`): `$`,
+/// space and `:` take a `$`.
+pub fn write_ninja_path(out: &mut impl Write, path: &str) -> fmt::Result {
+    let mut rest = path;
+    while let Some(i) = rest.find(['$', ' ', ':']) {
+        out.write_str(&rest[..i])?;
+        out.write_char('$')?;
+        out.write_str(&rest[i..=i])?;
+        rest = &rest[i + 1..];
+    }
+    out.write_str(rest)
 }
 
-/// A path on a `build` line of build.ninja: `$`, space and `:` take a `$`.
+/// A path on a `build` line of build.ninja, or why it cannot be one.
 pub fn ninja_path(path: &str) -> Result<String, String> {
     if let Some(problem) = ninja_path_problem(path) {
         return Err(problem);
     }
-    if !path.contains(['$', ' ', ':']) {
-        return Ok(path.to_string());
-    }
-    let mut out = String::with_capacity(path.len() + 4);
-    for c in path.chars() {
-        if matches!(c, '$' | ' ' | ':') {
-            out.push('$');
-        }
-        out.push(c);
-    }
-    Ok(out)
+    let mut s = String::with_capacity(path.len() + 4);
+    let _ = write_ninja_path(&mut s, path);
+    Ok(s)
 }
 
 /// A variable value in build.ninja (`name = value`): `$` doubles, leading spaces take a `$`.
@@ -87,51 +188,47 @@ pub fn ninja_value(value: &str) -> Result<String, String> {
     if let Some(problem) = line_problem(value, "build.ninja") {
         return Err(problem);
     }
-    if !value.starts_with(' ') && !value.contains('$') {
-        return Ok(value.to_string());
-    }
-    let mut out = String::with_capacity(value.len() + 4);
-    let mut leading = true;
-    for c in value.chars() {
-        leading &= c == ' ';
-        if c == '$' || leading {
-            out.push('$');
-        }
-        out.push(c);
-    }
+    let body = value.trim_start_matches(' ');
+    let mut out = "$ ".repeat(value.len() - body.len());
+    let _ = Dollars(&mut out).write_str(body);
     Ok(out)
 }
 
-/// A path as a GNU make target or prerequisite, if make can express it.
+/// Whether make can name `path` as a target or prerequisite: plain characters, the three that
+/// take a backslash (space, `:`, `#`), `$` (doubled), and non-ASCII text.
 ///
 /// Make reads `(` as an archive member, `%` as a pattern, `=` and `;` as syntax and `*?[~` as
-/// wildcards, with no escape for them that works in prerequisites; such paths get `None`, and
-/// the renderer falls back to a phony job target with the path quoted in the recipe only.
-pub fn make_path(path: &str) -> Option<String> {
-    if !make_path_ok(path) {
-        return None;
-    }
-    let mut out = String::with_capacity(path.len() + 4);
-    for c in path.chars() {
-        match c {
-            ' ' | ':' | '#' => {
-                out.push('\\');
-                out.push(c);
-            }
-            '$' => out.push_str("$$"),
-            c => out.push(c),
-        }
-    }
-    Some(out)
-}
-
-/// Whether make can name `path` as a target or prerequisite (see `make_path`): plain characters,
-/// the three that take a backslash (space, `:`, `#`), `$` (doubled), and non-ASCII text.
+/// wildcards, with no escape for them that works in prerequisites; the renderer gives a job with
+/// such a path a phony target and quotes the path in the recipe only.
 pub fn make_path_ok(path: &str) -> bool {
     path.chars().all(|c| {
         matches!(c, 'a'..='z' | 'A'..='Z' | '0'..='9' | '.' | '_' | '+' | '-' | '/' | ',' | '@'
             | ' ' | ':' | '#' | '$')
             || (!c.is_ascii() && !c.is_control() && !c.is_whitespace())
+    })
+}
+
+/// Writes a path make can name (see `make_path_ok`) as a target or prerequisite.
+pub fn write_make_path(out: &mut impl Write, path: &str) -> fmt::Result {
+    for c in path.chars() {
+        match c {
+            ' ' | ':' | '#' => {
+                out.write_char('\\')?;
+                out.write_char(c)?;
+            }
+            '$' => out.write_str("$$")?,
+            c => out.write_char(c)?,
+        }
+    }
+    Ok(())
+}
+
+/// A path as a GNU make target or prerequisite, if make can express it.
+pub fn make_path(path: &str) -> Option<String> {
+    make_path_ok(path).then(|| {
+        let mut s = String::with_capacity(path.len() + 4);
+        let _ = write_make_path(&mut s, path);
+        s
     })
 }
 
@@ -150,7 +247,7 @@ pub const MAKE_HASH_VAR: &str = "DTLTO_BRIDGE_HASH";
 /// A variable value in a Makefile (`NAME = value`): `$` doubles and `#` becomes a reference to
 /// the variable that holds it.
 pub fn make_value(value: &str) -> Result<String, String> {
-    if let Some(c) = first_of(value, &['\n', '\r', '\0']) {
+    if let Some(c) = first_of(value, b"\n\r\0") {
         return Err(refuse(value, "a Makefile", c));
     }
     if value.ends_with('\\') {
@@ -161,7 +258,7 @@ pub fn make_value(value: &str) -> Result<String, String> {
         .replace('#', &format!("$({MAKE_HASH_VAR})")))
 }
 
-/// A Makefile comment line may hold anything but a line break.
+/// A comment line may hold anything but a line break.
 pub fn comment(text: &str) -> String {
     text.replace(['\n', '\r'], " ")
 }
@@ -182,6 +279,10 @@ mod tests {
         "a=b.o",
         "it's.o",
         "say\"hi\".o",
+        "x{a,b}.o",
+        "bang!.o",
+        "caret^.o",
+        "~home.o",
     ];
 
     #[test]
@@ -192,6 +293,56 @@ mod tests {
         {
             let line = shell_line(&[*p, "x"]);
             assert_eq!(shell_words::split(&line).unwrap(), [*p, "x"], "{line}");
+        }
+    }
+
+    /// Each word is written as shown, as the first word of a line and after it.
+    #[test]
+    fn shell_quotes_all_but_the_safe_set() {
+        let table: &[(&str, &str, &str)] = &[
+            ("clang", "clang", "clang"),
+            (
+                "-fthinlto-index=a.bc",
+                "'-fthinlto-index=a.bc'",
+                "-fthinlto-index=a.bc",
+            ),
+            (
+                "a@b%c+d:e,f.g/h-i_j",
+                "a@b%c+d:e,f.g/h-i_j",
+                "a@b%c+d:e,f.g/h-i_j",
+            ),
+            ("x{a,b}.o", "'x{a,b}.o'", "'x{a,b}.o'"),
+            ("bang!", "'bang!'", "'bang!'"),
+            ("a^b", "'a^b'", "'a^b'"),
+            ("~x", "'~x'", "'~x'"),
+            ("#x", "'#x'", "'#x'"),
+            ("it's", "'it'\\''s'", "'it'\\''s'"),
+            ("", "''", "''"),
+            ("ü", "'ü'", "'ü'"),
+        ];
+        for (word, first, later) in table {
+            let mut s = String::new();
+            write_shell_word(&mut s, word, true).unwrap();
+            assert_eq!(&s, first, "{word:?} first");
+            assert_eq!(&shell_word(word), later, "{word:?} later");
+        }
+    }
+
+    /// The quoted words, read back by real shells (dash, and bash in POSIX mode as Fedora's
+    /// /bin/sh), give the words back, one argument each.
+    #[test]
+    fn dash_and_bash_read_quoted_words_back() {
+        let words: Vec<&str> = NASTY.iter().copied().chain(["", "a b", "=x"]).collect();
+        let line = shell_line(&words);
+        for shell in [&["dash", "-c"][..], &["bash", "--posix", "-c"]] {
+            let out = std::process::Command::new(shell[0])
+                .args(&shell[1..])
+                .arg(format!("printf '%s\\n' {line}"))
+                .output()
+                .unwrap_or_else(|e| panic!("{}: {e}", shell[0]));
+            let got = String::from_utf8(out.stdout).unwrap();
+            let want: String = words.iter().map(|w| format!("{w}\n")).collect();
+            assert_eq!(got, want, "{}", shell[0]);
         }
     }
 
@@ -210,16 +361,6 @@ mod tests {
             assert_eq!(&got, want);
             assert_eq!(shell_words::split(&got).unwrap(), *words);
         }
-    }
-
-    #[test]
-    fn shell_leaves_plain_words_alone() {
-        assert_eq!(
-            shell_line(&["clang", "-O2", "-fthinlto-index=a.bc"]),
-            "clang -O2 '-fthinlto-index=a.bc'",
-            "'=' is quoted: a first word with '=' would be a variable assignment"
-        );
-        assert_eq!(shell_word("a b"), "'a b'");
     }
 
     /// Each input escapes to `Ok(text)`, or is refused with a message containing `Err(text)`.
@@ -266,6 +407,13 @@ mod tests {
     }
 
     #[test]
+    fn dollars_double_through_the_writer() {
+        let mut s = String::new();
+        write!(Dollars(&mut s), "{}", line(&["a$b", "$", "c"])).unwrap();
+        assert_eq!(s, "'a$$b' '$$' c");
+    }
+
+    #[test]
     fn make_paths() {
         let table: &[(&str, Option<&str>)] = &[
             ("a.o", Some("a.o")),
@@ -281,6 +429,7 @@ mod tests {
             ("w*.o", None),
             ("~home.o", None),
             ("it's.o", None),
+            ("x{a,b}.o", None),
             ("tab\t.o", None),
             ("back\\slash.o", None),
         ];
