@@ -105,11 +105,11 @@ pub struct RunArgs {
 
     /// Slots of the host-wide pool that concurrent dtlto-bridge runs of this user share when
     /// no jobserver is present; 0 turns the pool off [default: the available parallelism].
-    #[arg(long, value_name = "N", env = "DTLTO_BRIDGE_HOST_SLOTS")]
+    #[arg(long, value_name = "N", env = "DTLTO_BRIDGE_HOST_SLOTS", value_parser = pool_slots)]
     pub host_slots: Option<usize>,
 
-    /// Directory of the host-wide pool's lock files [default: $XDG_RUNTIME_DIR/dtlto-bridge-slots,
-    /// else $TMPDIR/dtlto-bridge-slots-UID].
+    /// Where the host-wide pool's per-user directory (dtlto-bridge-pool-UID) goes
+    /// [default: $XDG_RUNTIME_DIR, else TMPDIR].
     #[arg(long, value_name = "DIR", env = "DTLTO_BRIDGE_HOST_POOL")]
     pub host_pool: Option<Utf8PathBuf>,
 
@@ -117,9 +117,13 @@ pub struct RunArgs {
     #[arg(long, env = "DTLTO_BRIDGE_NO_FALLBACK", value_parser = clap::builder::BoolishValueParser::new())]
     pub no_fallback: bool,
 
-    /// Print nothing on success: no progress line, no summary line.
+    /// Print nothing on success: no progress line, no summary line, no advice.
     #[arg(short, long, env = "DTLTO_BRIDGE_QUIET", value_parser = clap::builder::BoolishValueParser::new())]
     pub quiet: bool,
+
+    /// Print the summary line of a successful run even when stderr is not a terminal.
+    #[arg(long, env = "DTLTO_BRIDGE_SUMMARY", value_parser = clap::builder::BoolishValueParser::new())]
+    pub summary: bool,
 
     /// Write a JSON report of every job (command, times, exit status, where it ran) to FILE.
     #[arg(long, value_name = "FILE", env = "DTLTO_BRIDGE_REPORT")]
@@ -135,6 +139,20 @@ pub struct RunArgs {
 
     #[command(flatten)]
     pub tools: ToolArgs,
+}
+
+/// A host pool size: 0 (off) to `pool::MAX_SLOTS`.
+fn pool_slots(text: &str) -> Result<usize, String> {
+    let n: usize = text
+        .parse()
+        .map_err(|_| format!("{text:?} is not a number"))?;
+    if n > crate::pool::MAX_SLOTS {
+        return Err(format!(
+            "a pool has at most {} slots",
+            crate::pool::MAX_SLOTS
+        ));
+    }
+    Ok(n)
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -171,6 +189,14 @@ pub struct DoctorArgs {
     /// Build tool the runs would use [default: ninja if found on PATH, else make].
     #[arg(long, value_enum, env = "DTLTO_BRIDGE_BACKEND")]
     pub backend: Option<Format>,
+
+    /// Slots of the host-wide pool to check [default: the available parallelism].
+    #[arg(long, value_name = "N", env = "DTLTO_BRIDGE_HOST_SLOTS")]
+    pub host_slots: Option<usize>,
+
+    /// Where the host-wide pool's directory goes.
+    #[arg(long, value_name = "DIR", env = "DTLTO_BRIDGE_HOST_POOL")]
+    pub host_pool: Option<Utf8PathBuf>,
 
     #[command(flatten)]
     pub wrapper: WrapperArg,
@@ -224,17 +250,8 @@ pub struct EmitArgs {
 
 #[derive(Debug, Args)]
 pub struct JobArgs {
+    /// The run's private directory.
     pub state_dir: Utf8PathBuf,
+    /// The job's index in the job file.
     pub index: usize,
-    /// How many trailing words of the command are the job itself; any before are the wrapper.
-    #[arg(long)]
-    pub local: usize,
-    /// A file the job must write, non-empty.
-    #[arg(long = "output")]
-    pub outputs: Vec<String>,
-    /// Set by the run for every launcher it starts (see `RunArgs::no_fallback`).
-    #[arg(long, env = "DTLTO_BRIDGE_NO_FALLBACK", value_parser = clap::builder::BoolishValueParser::new())]
-    pub no_fallback: bool,
-    #[arg(last = true, required = true)]
-    pub command: Vec<String>,
 }

@@ -92,35 +92,60 @@ fn build_tool(format: Format, program: &str, needed: bool) -> Line {
     Line {
         topic,
         text: format!(
-            "{} {v}: {jobserver}; dtlto-bridge gates its jobs itself either way{}",
+            "{} {v}: {jobserver}; dtlto-bridge schedules the jobs itself either way{}",
             path.display(),
-            if needed {
-                " (the backend runs would use)"
-            } else {
-                ""
-            }
+            if needed { " (links use it)" } else { "" }
         ),
         problem: false,
     }
 }
 
-fn jobserver_line(from_env: jobserver::FromEnv, host_slots: usize) -> Line {
-    let text = match (&from_env.client, slots::advertised(&from_env)) {
+fn jobserver_line(from_env: &jobserver::FromEnv) -> Line {
+    let text = match (&from_env.client, slots::advertised(from_env)) {
         (Ok(_), Some(var)) => format!("usable, from {var}: jobs take its tokens"),
-        (Err(e), Some(var)) if slots::unusable(e) => {
-            format!(
-                "advertised in {var} but unusable: {e}. Runs here would go one job at a time; \
-                 mark the link recipe with '+' so make passes its jobserver"
-            )
-        }
-        _ => format!(
-            "none in the environment: concurrent links share the host pool of {host_slots} \
-             slots at {}",
-            slots::default_pool_dir()
+        (Err(e), Some(var)) if slots::unusable(e) => format!(
+            "advertised in {var} but unusable: {e}. Links here share the host pool instead; \
+             mark the link recipe with '+' so make passes its jobserver"
         ),
+        _ => "none in the environment: links share the host pool".to_string(),
     };
     Line {
         topic: "jobserver",
+        text,
+        problem: false,
+    }
+}
+
+/// The host pool a link here would use (unless a usable jobserver or `-j` is there).
+fn pool_line(args: &DoctorArgs, parallelism: usize) -> Line {
+    let slots = args.host_slots.unwrap_or(parallelism);
+    let text = if slots == 0 {
+        format!("off (--host-slots 0): each link runs up to {parallelism} jobs at once")
+    } else {
+        let base = crate::pool::base_dir(args.host_pool.as_deref());
+        match crate::pool::Pool::open(&base, slots) {
+            Ok(pool) => {
+                let text = match pool.state() {
+                    Ok((free, waiting)) => format!(
+                        "{} slots at {}: {free} free, {waiting} waiting",
+                        pool.size(),
+                        pool.dir()
+                    ),
+                    Err(e) => format!("{} slots at {}: {e}", pool.size(), pool.dir()),
+                };
+                text
+            }
+            Err(e) => {
+                return Line {
+                    topic: "host pool",
+                    text: format!("{e}; links would run up to {parallelism} jobs at once each"),
+                    problem: false,
+                }
+            }
+        }
+    };
+    Line {
+        topic: "host pool",
         text,
         problem: false,
     }
@@ -166,16 +191,17 @@ pub fn doctor(args: &DoctorArgs) -> Result<(), Fail> {
         dtlto_tool("ld.lld", &["ld.lld-22", "ld.lld"], "--thinlto-distributor="),
         build_tool(Format::Ninja, &args.tools.ninja, backend == Format::Ninja),
         build_tool(Format::Make, &args.tools.make, backend == Format::Make),
-        jobserver_line(from_env, parallelism),
+        jobserver_line(&from_env),
+        pool_line(args, parallelism),
         wrapper_line(&wrapper),
     ];
     for l in &lines {
-        println!(
-            "{:<10} {}{}",
+        report::print(&format!(
+            "{:<10} {}{}\n",
             format!("{}:", l.topic),
             if l.problem { "MISSING: " } else { "" },
             l.text
-        );
+        ));
     }
     let missing: Vec<&str> = lines
         .iter()
@@ -183,7 +209,7 @@ pub fn doctor(args: &DoctorArgs) -> Result<(), Fail> {
         .map(|l| l.topic)
         .collect();
     if missing.is_empty() {
-        println!("ok: dtlto-bridge can run links here");
+        report::print("ok: dtlto-bridge can run links here\n");
         Ok(())
     } else {
         report::warning("some of what a link needs is missing");

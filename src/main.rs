@@ -1,28 +1,46 @@
 //! dtlto-bridge: the entry point; parses the command line, dispatches, prints the error.
 //!
 //! It knows the subcommands and exit codes; the pipeline itself is parse → plan → render →
-//! run → verify → report, one module each.
+//! run → report, one module each.
 
 use clap::Parser;
 use dtlto_bridge::cli::{Cli, Command};
-use dtlto_bridge::{doctor, job, report, run};
+use dtlto_bridge::{doctor, launcher, process, report, run, slots};
 
 fn main() {
     let cli = Cli::parse();
-    let result = match &cli.command {
-        Some(Command::Emit(args)) => run::emit(args),
-        Some(Command::Doctor(args)) => doctor::doctor(args),
-        Some(Command::Job(args)) => match job::run(args) {
-            Ok(code) => std::process::exit(code),
-            Err(e) => Err(report::Fail::environment(format!(
-                "run job {}: {e:#}",
-                args.index
-            ))),
-        },
-        None => run::run(&cli.run),
+    let code = match &cli.command {
+        Some(Command::Job(args)) => launcher::main(&args.state_dir, args.index),
+        Some(Command::Emit(args)) => code(run::emit(args)),
+        Some(Command::Doctor(args)) => code(doctor::doctor(args)),
+        None => {
+            // First, before any descriptor of our own is opened.
+            let jobserver = slots::probe();
+            match process::Watch::start() {
+                Ok(watch) => {
+                    let code = code(run::run(&cli.run, jobserver, &watch));
+                    // A signal that came at the end still counts; one that comes from now on
+                    // ends the process at once.
+                    match watch.finish() {
+                        Some(sig) if code == 0 => process::exit_code(sig),
+                        _ => code,
+                    }
+                }
+                Err(e) => code(Err(report::Fail::environment(format!(
+                    "watch signals: {e}"
+                )))),
+            }
+        }
     };
-    if let Err(fail) = result {
-        report::error(&fail.message);
-        std::process::exit(fail.code);
+    std::process::exit(code);
+}
+
+fn code(result: Result<(), report::Fail>) -> i32 {
+    match result {
+        Ok(()) => 0,
+        Err(fail) => {
+            report::error(&fail.message);
+            fail.code
+        }
     }
 }

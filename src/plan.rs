@@ -1,29 +1,61 @@
 //! Plan: checks a parsed job file can be run, and picks the build tool.
 //!
 //! It knows that jobs must be independent, that their inputs must exist (relative to the
-//! linker's directory) and which tools are on PATH; it does not render or run anything.
+//! linker's directory), what no build file can carry, and which tools are on PATH; it does not
+//! render or run anything.
 
+use crate::output;
 use crate::parse::JobFile;
 use crate::render::Format;
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 use std::path::Path;
 
-/// Rejects two jobs writing one file, and a job reading another job's output.
-pub fn check_independent(file: &JobFile) -> Result<(), String> {
+/// Rejects what no build file and no launcher can carry (a line break or NUL in a path or an
+/// argument), two jobs writing one file (`a.o` and `./a.o` are one file), and a job reading
+/// another job's output. `cwd` is the linker's directory, for absolute paths into it.
+pub fn check(file: &JobFile, cwd: &str) -> Result<(), String> {
+    for (i, job) in file.jobs.iter().enumerate() {
+        let fields = [
+            ("args", &job.command),
+            ("inputs", &job.inputs),
+            ("outputs", &job.outputs),
+        ];
+        for (field, words) in fields {
+            for (k, w) in words.iter().enumerate() {
+                if let Some(c) = w.bytes().find(|b| matches!(b, b'\n' | b'\r' | b'\0')) {
+                    let what = match c {
+                        b'\n' => "a newline",
+                        b'\r' => "a carriage return",
+                        _ => "a NUL byte",
+                    };
+                    return Err(format!(
+                        "jobs[{i}].{field}[{k}]: {w:?} holds {what}, which no build file can carry"
+                    ));
+                }
+            }
+        }
+    }
     // Only looked up, never iterated: the first clash in job order is reported.
-    let mut writers: HashMap<&str, usize> = HashMap::with_capacity(file.jobs.len());
+    let mut writers: FxHashMap<std::borrow::Cow<'_, str>, (usize, usize)> = FxHashMap::default();
+    writers.reserve(file.jobs.len());
     for (i, job) in file.jobs.iter().enumerate() {
         for (k, out) in job.outputs.iter().enumerate() {
-            if let Some(first) = writers.insert(out, i) {
+            if let Some((first, fk)) = writers.insert(output::identity(out, cwd), (i, k)) {
+                let other = &file.jobs[first].outputs[fk];
+                let same = if other == out {
+                    String::new()
+                } else {
+                    format!(" ({other:?} names the same file)")
+                };
                 return Err(format!(
-                    "jobs[{i}].outputs[{k}]: {out:?} is also an output of jobs[{first}]"
+                    "jobs[{i}].outputs[{k}]: {out:?} is also an output of jobs[{first}]{same}"
                 ));
             }
         }
     }
     for (i, job) in file.jobs.iter().enumerate() {
         for input in &job.inputs {
-            if let Some(w) = writers.get(input.as_str()) {
+            if let Some((w, _)) = writers.get(&output::identity(input, cwd)) {
                 return Err(format!(
                     "jobs[{i}]: input {input:?} is the output of jobs[{w}]; backend jobs must be independent"
                 ));
@@ -43,7 +75,7 @@ pub struct Inputs {
 
 /// Looks at every input once: whether it exists, and how big it is.
 pub fn stat_inputs(file: &JobFile, dir: &Path) -> Inputs {
-    let mut sizes: HashMap<&str, Option<u64>> = HashMap::new();
+    let mut sizes: FxHashMap<&str, Option<u64>> = FxHashMap::default();
     let mut missing = Vec::new();
     let mut bytes = Vec::with_capacity(file.jobs.len());
     for (i, job) in file.jobs.iter().enumerate() {
@@ -96,7 +128,7 @@ mod tests {
         let f = file(
             r#"{"args":[],"inputs":[],"outputs":["a.o"]},{"args":[],"inputs":[],"outputs":["a.o"]}"#,
         );
-        let e = check_independent(&f).unwrap_err();
+        let e = check(&f, "/w").unwrap_err();
         assert!(e.starts_with("jobs[1].outputs[0]"), "{e}");
     }
 
@@ -105,7 +137,36 @@ mod tests {
         let f = file(
             r#"{"args":[],"inputs":[],"outputs":["a.o"]},{"args":[],"inputs":["a.o"],"outputs":["b.o"]}"#,
         );
-        assert!(check_independent(&f).unwrap_err().contains("jobs[1]"));
+        assert!(check(&f, "/w").unwrap_err().contains("jobs[1]"));
+    }
+
+    #[test]
+    fn one_file_under_two_names_is_one_output() {
+        for other in ["./a.o", "d/../a.o", "/w/a.o"] {
+            let f = file(&format!(
+                r#"{{"args":[],"inputs":[],"outputs":["a.o"]}},{{"args":[],"inputs":[],"outputs":["{other}"]}}"#
+            ));
+            let e = check(&f, "/w").unwrap_err();
+            assert!(
+                e.contains("is also an output of jobs[0]") && e.contains("names the same file"),
+                "{e}"
+            );
+        }
+        let f = file(
+            r#"{"args":[],"inputs":[],"outputs":["a.o"]},{"args":[],"inputs":["./a.o"],"outputs":["b.o"]}"#,
+        );
+        assert!(check(&f, "/w").unwrap_err().contains("must be independent"));
+    }
+
+    #[test]
+    fn line_breaks_and_nul_are_refused_with_their_place() {
+        for (field, bad) in [("outputs", "a\nb.o"), ("inputs", "a\rb"), ("args", "x\0")] {
+            let mut job = serde_json::json!({"args": [], "inputs": [], "outputs": ["o.o"]});
+            job[field] = serde_json::json!([bad]);
+            let f = file(&job.to_string());
+            let e = check(&f, "/w").unwrap_err();
+            assert!(e.starts_with(&format!("jobs[0].{field}[")), "{e}");
+        }
     }
 
     #[test]

@@ -1,10 +1,8 @@
 //! Progress: a one-line `[done/total] running N, ETA` display on a terminal while jobs run.
 //!
-//! It knows how to count the launchers' files and redraw one line; it does not know what the jobs
-//! are. It stays silent when stderr is not a terminal (lld captures it into build logs).
+//! It knows how to redraw one line from the counts the scheduler gives; it does not know what
+//! the jobs are. It stays silent when stderr is not a terminal (lld captures it into logs).
 
-use crate::job;
-use camino::{Utf8Path, Utf8PathBuf};
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -14,23 +12,6 @@ use std::time::{Duration, Instant};
 pub struct Progress {
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
-}
-
-/// (started, finished) jobs, from the files launchers leave in the jobs directory.
-fn count(dir: &Utf8Path) -> (usize, usize) {
-    let (mut started, mut done) = (0, 0);
-    if let Ok(entries) = std::fs::read_dir(dir) {
-        for e in entries.flatten() {
-            let name = e.file_name();
-            let name = name.to_string_lossy();
-            if name.ends_with(".stderr") {
-                started += 1;
-            } else if name.ends_with(".status") {
-                done += 1;
-            }
-        }
-    }
-    (started, done)
 }
 
 /// The line shown for `done` of `total` jobs, `running` of them under way, after `elapsed`.
@@ -45,19 +26,22 @@ pub fn line(done: usize, total: usize, running: usize, elapsed: Duration) -> Str
 }
 
 impl Progress {
-    /// Starts redrawing the line, or does nothing when `show` is false.
-    pub fn start(state_dir: &Utf8Path, total: usize, show: bool) -> Progress {
+    /// Starts redrawing the line from `counts` (running, done), or does nothing unless `show`.
+    pub fn start(
+        total: usize,
+        show: bool,
+        counts: impl Fn() -> (usize, usize) + Send + 'static,
+    ) -> Progress {
         let stop = Arc::new(AtomicBool::new(false));
         if !show {
             return Progress { stop, thread: None };
         }
-        let dir: Utf8PathBuf = job::jobs_dir(state_dir);
         let flag = stop.clone();
         let thread = std::thread::spawn(move || {
             let began = Instant::now();
             while !flag.load(Ordering::SeqCst) {
-                let (started, done) = count(&dir);
-                let text = line(done, total, started.saturating_sub(done), began.elapsed());
+                let (running, done) = counts();
+                let text = line(done, total, running, began.elapsed());
                 let mut err = std::io::stderr().lock();
                 let _ = write!(err, "\r\x1b[2K{text}");
                 let _ = err.flush();

@@ -4,7 +4,7 @@
 //! slot lanes; it does not run anything or decide what failed.
 
 use crate::parse::JobFile;
-use crate::verify::Outcome;
+use crate::state::Outcome;
 use serde::Serialize;
 
 /// One job as the report shows it.
@@ -72,24 +72,18 @@ pub fn build(run: &RunInfo<'_>) -> Record {
         .map(|o| {
             let job = &run.file.jobs[o.index];
             let s = o.status.as_ref();
-            let ran = match s {
-                None => "not run",
-                Some(s) if s.fallback.is_some() => "fallback",
-                Some(s) if s.wrapped => "wrapper",
-                Some(_) => "local",
-            };
             JobRecord {
                 index: o.index,
                 outputs: job.outputs.clone(),
                 command: run.wrapper.iter().chain(&job.command).cloned().collect(),
-                start: s.map(|s| s.start),
+                start: s.and(o.start),
                 end: s.map(|s| s.end),
-                seconds: s.map(|s| s.end - s.start),
+                seconds: s.and_then(|s| o.start.map(|start| s.end - start)),
                 exit_code: s.and_then(|s| s.code),
                 signal: s.and_then(|s| s.signal),
                 error: s.and_then(|s| s.spawn_error.clone()),
-                ran,
-                fallback_reason: s.and_then(|s| s.fallback.as_ref().map(|f| f.reason.clone())),
+                ran: o.ran.name(),
+                fallback_reason: o.fallback.as_ref().map(|f| f.reason.clone()),
                 ok: o.ok(),
                 input_bytes: run.input_bytes[o.index],
                 imports: job.imports,

@@ -1,11 +1,13 @@
 //! Render: writes the jobs as a build.ninja or a Makefile through askama templates.
 //!
-//! It knows each file's layout and asks `escape` for every string it writes; it does not
-//! know where the file goes, whether inputs exist, or how the build tool is run.
+//! It knows each file's layout and asks `escape` for every string it writes, streaming the
+//! escaped text into the file; it does not know where the file goes, whether inputs exist, or
+//! how the build tool is run.
 
 use crate::escape;
 use crate::parse::{Job, JobFile};
 use askama::Template;
+use std::fmt::{self, Display, Write};
 
 /// The two build-file formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -30,9 +32,9 @@ impl Format {
     }
 }
 
-/// What a run adds to the file: a private directory for ninja's state, and the per-job
-/// launcher (`dtlto-bridge __job DIR N --local K --output OUT... --`) that takes a slot, runs the
-/// job, falls back to a local run when the wrapper fails, and records the outcome.
+/// What a run puts in the file instead of the commands: a private directory for ninja's state,
+/// and the launcher (`LAUNCHER... N`, e.g. `dtlto-bridge __job DIR N`) each job runs, which asks
+/// the run what to do.
 pub struct RunHooks {
     pub state_dir: String,
     pub launcher: Vec<String>,
@@ -54,6 +56,15 @@ impl Options<'_> {
             Some(order) => order.iter().map(|&i| (i, &file.jobs[i])).collect(),
             None => file.jobs.iter().enumerate().collect(),
         }
+    }
+}
+
+/// Text written by a closure, as the templates print it: escaping streams into the file.
+struct Show<F>(F);
+
+impl<F: Fn(&mut fmt::Formatter<'_>) -> fmt::Result> Display for Show<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        (self.0)(f)
     }
 }
 
@@ -97,56 +108,39 @@ pub fn render(format: Format, file: &JobFile, opts: &Options<'_>) -> Result<Stri
     String::from_utf8(text).map_err(|e| format!("render {}: {e}", format.file_name()))
 }
 
-/// The launcher's words for one job, in a run (none in an emitted file).
-fn launcher_words(opts: &Options<'_>, index: usize, job: &Job) -> Option<Vec<String>> {
-    opts.run.as_ref().map(|run| {
-        let mut words = run.launcher.clone();
-        words.extend([
-            index.to_string(),
-            "--local".into(),
-            job.command.len().to_string(),
-        ]);
-        for out in &job.outputs {
-            words.extend(["--output".to_string(), out.clone()]);
-        }
-        words.push("--".into());
-        words
-    })
+/// The launcher's words for job `index` in a run.
+fn launcher_words(run: &RunHooks, index: usize) -> Vec<String> {
+    let mut words = run.launcher.clone();
+    words.push(index.to_string());
+    words
 }
 
-/// The first word of `words` that a command line in `file` cannot hold, as the reason.
-fn line_problem(words: &[String], file: &str) -> Option<String> {
-    words.iter().find_map(|w| escape::line_problem(w, file))
-}
-
-/// Checks what `check` says of every job's paths and command, and of the launcher, up front, so
-/// that the file can then be written job by job without failing or being held in memory.
+/// Checks, up front, every job's paths with `path_problem` and every word of its command (and
+/// the launcher's and wrapper's) for what no build file can hold, so that the file can then be
+/// written job by job without failing or being held in memory.
 fn check_jobs(
     file: &JobFile,
     opts: &Options<'_>,
     name: &str,
     path_problem: impl Fn(&str) -> Option<String>,
 ) -> Result<(), String> {
-    if let Some(run) = &opts.run {
-        if let Some(p) = line_problem(&run.launcher, name) {
-            return Err(p);
-        }
+    let words = |w: &[String]| w.iter().find_map(|w| escape::line_problem(w, name));
+    if let Some(p) = opts.run.as_ref().and_then(|r| words(&r.launcher)) {
+        return Err(p);
+    }
+    if let Some(p) = words(opts.wrapper) {
+        return Err(p);
     }
     for job in &file.jobs {
         let paths = job.outputs.iter().chain(&job.inputs);
         if let Some(p) = paths.filter_map(|p| path_problem(p)).next() {
             return Err(p);
         }
-        if let Some(p) = line_problem(&job.command, name) {
+        if let Some(p) = words(&job.command) {
             return Err(p);
         }
     }
     Ok(())
-}
-
-/// Escaping that `check_jobs` already proved possible.
-fn checked(result: Result<String, String>) -> String {
-    result.expect("checked before rendering")
 }
 
 #[derive(Template)]
@@ -156,6 +150,7 @@ pub struct Ninja<'a> {
     source: String,
     linker_output: String,
     builddir: Option<String>,
+    run: bool,
     dist_cc: String,
     jobs: Vec<NinjaJob<'a>>,
 }
@@ -168,31 +163,41 @@ struct NinjaJob<'a> {
 }
 
 impl NinjaJob<'_> {
-    fn outputs(&self) -> String {
-        let paths: Vec<String> = self
-            .job
-            .outputs
-            .iter()
-            .map(|p| checked(escape::ninja_path(p)))
-            .collect();
-        paths.join(" ")
+    fn outputs(&self) -> impl Display + '_ {
+        Show(move |f: &mut fmt::Formatter<'_>| {
+            for (i, p) in self.job.outputs.iter().enumerate() {
+                if i > 0 {
+                    f.write_char(' ')?;
+                }
+                escape::write_ninja_path(f, p)?;
+            }
+            Ok(())
+        })
     }
 
-    fn inputs(&self) -> Vec<String> {
+    fn inputs(&self) -> impl Iterator<Item = impl Display + '_> + '_ {
         self.job
             .inputs
             .iter()
-            .map(|p| checked(escape::ninja_path(p)))
-            .collect()
+            .map(|p| Show(move |f: &mut fmt::Formatter<'_>| escape::write_ninja_path(f, p)))
     }
 
-    fn args(&self) -> String {
-        checked(escape::ninja_value(&escape::shell_line(&self.job.command)))
+    fn args(&self) -> impl Display + '_ {
+        Show(move |f: &mut fmt::Formatter<'_>| {
+            write!(escape::Dollars(f), "{}", escape::line(&self.job.command))
+        })
     }
 
-    fn launch(&self) -> Option<String> {
-        launcher_words(self.opts, self.index, self.job)
-            .map(|w| checked(escape::ninja_value(&(escape::shell_line(&w) + " "))))
+    fn launch(&self) -> impl Display + '_ {
+        let words = self
+            .opts
+            .run
+            .as_ref()
+            .map(|r| launcher_words(r, self.index))
+            .unwrap_or_default();
+        Show(move |f: &mut fmt::Formatter<'_>| {
+            write!(escape::Dollars(f), "{}", escape::line(&words))
+        })
     }
 }
 
@@ -206,6 +211,7 @@ fn ninja<'a>(file: &'a JobFile, opts: &'a Options<'a>) -> Result<Ninja<'a>, Stri
             Some(run) => Some(escape::ninja_value(&run.state_dir)?),
             None => None,
         },
+        run: opts.run.is_some(),
         dist_cc: escape::ninja_value(&escape::shell_line(opts.wrapper))?,
         jobs: opts
             .ordered(file)
@@ -221,6 +227,7 @@ pub struct Make<'a> {
     version: &'static str,
     source: String,
     linker_output: String,
+    run: bool,
     dist_cc: String,
     jobs: Vec<MakeJob<'a>>,
 }
@@ -236,17 +243,19 @@ struct MakeJob<'a> {
 
 impl MakeJob<'_> {
     /// The output files, or `dtlto-bridge-job-N` when make cannot name them all.
-    fn target(&self) -> String {
-        if !self.named {
-            return format!("dtlto-bridge-job-{}", self.index);
-        }
-        let paths: Vec<String> = self
-            .job
-            .outputs
-            .iter()
-            .map(|p| escape::make_path(p).expect("checked"))
-            .collect();
-        paths.join(" ")
+    fn target(&self) -> impl Display + '_ {
+        Show(move |f: &mut fmt::Formatter<'_>| {
+            if !self.named {
+                return write!(f, "dtlto-bridge-job-{}", self.index);
+            }
+            for (i, p) in self.job.outputs.iter().enumerate() {
+                if i > 0 {
+                    f.write_char(' ')?;
+                }
+                escape::write_make_path(f, p)?;
+            }
+            Ok(())
+        })
     }
 
     /// `:`, or ` &:` when one recipe makes several outputs.
@@ -258,41 +267,41 @@ impl MakeJob<'_> {
         }
     }
 
-    fn prereqs(&self) -> Vec<String> {
-        if !self.named {
-            return Vec::new();
-        }
-        self.job
-            .inputs
+    fn prereqs(&self) -> impl Iterator<Item = impl Display + '_> + '_ {
+        let inputs: &[String] = if self.named { &self.job.inputs } else { &[] };
+        inputs
             .iter()
-            .map(|p| escape::make_path(p).expect("checked"))
-            .collect()
+            .map(|p| Show(move |f: &mut fmt::Formatter<'_>| escape::write_make_path(f, p)))
     }
 
     /// For a phony job: its exact inputs, shell-quoted, for the reader.
-    fn quoted_inputs(&self) -> Option<String> {
-        (!self.named).then(|| escape::comment(&escape::shell_line(&self.job.inputs)))
+    fn quoted_inputs(&self) -> Option<impl Display + '_> {
+        (!self.named).then(|| escape::tail(&self.job.inputs))
     }
 
-    fn quoted_outputs(&self) -> String {
-        escape::comment(&escape::shell_line(&self.job.outputs))
+    fn quoted_outputs(&self) -> impl Display + '_ {
+        escape::tail(&self.job.outputs)
     }
 
-    fn launch(&self) -> String {
-        launcher_words(self.opts, self.index, self.job)
-            .map(|w| checked(escape::make_recipe(&(escape::shell_line(&w) + " "))))
-            .unwrap_or_default()
-    }
-
-    fn recipe(&self) -> String {
-        checked(escape::make_recipe(&escape::shell_line_for_recipe(
-            &self.job.command,
-        )))
+    /// The recipe: the launcher in a run, else the wrapper and the command.
+    fn recipe(&self) -> impl Display + '_ {
+        let launcher = self
+            .opts
+            .run
+            .as_ref()
+            .map(|r| launcher_words(r, self.index));
+        Show(move |f: &mut fmt::Formatter<'_>| match &launcher {
+            Some(words) => escape::write_recipe_line(&mut escape::Dollars(f), words),
+            None => {
+                f.write_str("$(DIST_CC) ")?;
+                escape::write_recipe_line(&mut escape::Dollars(f), &self.job.command)
+            }
+        })
     }
 }
 
 impl Make<'_> {
-    fn phony(&self) -> impl Iterator<Item = String> + '_ {
+    fn phony(&self) -> impl Iterator<Item = impl Display + '_> + '_ {
         self.jobs.iter().filter(|j| !j.named).map(MakeJob::target)
     }
 }
@@ -303,6 +312,7 @@ fn make<'a>(file: &'a JobFile, opts: &'a Options<'a>) -> Result<Make<'a>, String
         version: env!("CARGO_PKG_VERSION"),
         source: escape::comment(opts.source),
         linker_output: escape::comment(&file.linker_output),
+        run: opts.run.is_some(),
         dist_cc: escape::make_value(&escape::shell_line_for_recipe(opts.wrapper))?,
         jobs: opts
             .ordered(file)

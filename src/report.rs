@@ -5,7 +5,7 @@
 
 use crate::escape::shell_line;
 use crate::parse::JobFile;
-use crate::verify::Outcome;
+use crate::state::Outcome;
 use std::fmt::Write;
 
 /// A job or the build tool failed.
@@ -43,13 +43,39 @@ impl Fail {
     }
 }
 
+/// Writes to stderr, every line prefixed with `dtlto-bridge: ` (the linker mixes our lines
+/// into its own log), never failing: a closed or full stderr must not turn a link into a crash.
+pub fn say(kind: &str, message: &str) {
+    use std::io::Write;
+    let mut text = String::with_capacity(message.len() + 32);
+    for (i, line) in message.lines().enumerate() {
+        if i == 0 {
+            let _ = writeln!(text, "dtlto-bridge: {kind}{line}");
+        } else {
+            let _ = writeln!(text, "dtlto-bridge: {line}");
+        }
+    }
+    let _ = std::io::stderr().lock().write_all(text.as_bytes());
+}
+
 /// Prints an error the way every error of this program is printed.
 pub fn error(message: &str) {
-    eprintln!("dtlto-bridge: error: {message}");
+    say("error: ", message);
 }
 
 pub fn warning(message: &str) {
-    eprintln!("dtlto-bridge: warning: {message}");
+    say("warning: ", message);
+}
+
+/// A line of information (the summary, where a kept directory is).
+pub fn note(message: &str) {
+    say("", message);
+}
+
+/// Writes to stdout (doctor's report), never failing.
+pub fn print(text: &str) {
+    use std::io::Write;
+    let _ = std::io::stdout().lock().write_all(text.as_bytes());
 }
 
 fn indent(text: &str, out: &mut String) {
@@ -61,26 +87,17 @@ fn indent(text: &str, out: &mut String) {
 /// Describes one failed job: what went wrong, its outputs, its command and its stderr.
 pub fn failed_job(file: &JobFile, wrapper: &[String], o: &Outcome) -> String {
     let job = &file.jobs[o.index];
-    let what = match &o.status {
-        None => "did not finish".to_string(),
-        Some(s) if !s.success() => s.describe(),
-        Some(_) if !o.missing.is_empty() => {
-            format!(
-                "exit status 0, but it did not write {}",
-                shell_line(&o.missing)
-            )
-        }
-        Some(_) => format!(
-            "exit status 0, but it wrote an empty or truncated {}",
-            shell_line(&o.empty)
-        ),
+    let what = match (&o.status, &o.problem) {
+        (None, _) => "did not finish".to_string(),
+        (Some(_), Some(problem)) => problem.clone(),
+        (Some(s), None) => s.describe(),
     };
     let mut out = format!(
         "run job {} ({}): {what}\n",
         o.index,
         shell_line(&job.outputs)
     );
-    if let Some(fb) = o.status.as_ref().and_then(|s| s.fallback.as_ref()) {
+    if let Some(fb) = &o.fallback {
         let _ = writeln!(out, "  through the wrapper: {}; then locally:", fb.reason);
         if !fb.stderr.trim().is_empty() {
             out.push_str("  wrapper stderr:\n");
@@ -159,7 +176,7 @@ pub fn job_warnings(file: &JobFile, outcomes: &[Outcome]) {
 /// Tells which jobs fell back to a local run, and why.
 pub fn fallbacks(file: &JobFile, outcomes: &[Outcome]) {
     for o in outcomes {
-        let Some(fb) = o.status.as_ref().and_then(|s| s.fallback.as_ref()) else {
+        let Some(fb) = &o.fallback else {
             continue;
         };
         let mut text = format!(

@@ -1,44 +1,92 @@
-//! Run: carries out one link's jobs: load, check, render into a private directory, run the
-//! build tool from the linker's directory, verify, report.
+//! Run: carries out one link's jobs in four steps: prepare (load and check the job file, write
+//! the build file into a private directory, decide where slots come from), execute (the
+//! scheduler serves the launchers that the build tool starts), settle (every launcher gone,
+//! outputs checked, the traces of unfinished jobs removed), conclude (failures first, then the
+//! records, the history and the summary).
 //!
-//! It knows the order of the pipeline and how ninja and make are invoked; the details of each
-//! step live in parse, plan, render, verify and report.
+//! It knows the order of those steps and how ninja and make are invoked; the details of each
+//! step live in parse, plan, render, sched, output and report.
 
-use crate::cancel::{self, Watch};
 use crate::cli::{EmitArgs, RunArgs};
+use crate::history::History;
+use crate::output;
 use crate::parse::{self, JobFile};
 use crate::plan;
+use crate::process::{self, Watch};
 use crate::record;
 use crate::render::{self, Format, RunHooks};
 use crate::report::{self, Fail};
-use crate::slots;
-use crate::verify;
+use crate::sched::{self, Policy, Server, Setup};
+use crate::slots::{self, Source, Supply};
+use crate::state::{self, Outcome, StateDir};
 use camino::{Utf8Path, Utf8PathBuf};
 use std::fs::{self, File};
 use std::io::IsTerminal;
-use std::os::unix::process::CommandExt;
-use std::path::Path;
-use std::process::{Command, Stdio};
+use std::path::PathBuf;
+use std::process::{Command, ExitStatus, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
 
-/// Reads and parses a job file; every problem is bad input.
-fn load(path: &Utf8Path) -> Result<JobFile, Fail> {
+/// Launchers started beyond the slots a link can use, so that the scheduler has a choice of
+/// ready jobs when a slot frees.
+const WAITING: usize = 64;
+/// How long settling waits for launchers to go after the build tool is gone.
+const LAUNCHERS_GONE: Duration = Duration::from_secs(5);
+
+/// Reads, parses and checks a job file; every problem is bad input.
+fn load(path: &Utf8Path, cwd: &str) -> Result<JobFile, Fail> {
     let text = fs::read_to_string(path)
         .map_err(|e| Fail::bad_input(format!("read job file {path}: {e}")))?;
     let file =
         parse::parse(&text).map_err(|e| Fail::bad_input(format!("parse job file {path}: {e}")))?;
-    plan::check_independent(&file)
-        .map_err(|e| Fail::bad_input(format!("check job file {path}: {e}")))?;
+    plan::check(&file, cwd).map_err(|e| Fail::bad_input(format!("check job file {path}: {e}")))?;
     Ok(file)
+}
+
+fn cwd() -> Result<(PathBuf, String), Fail> {
+    let dir = std::env::current_dir()
+        .map_err(|e| Fail::environment(format!("find the current directory: {e}")))?;
+    let text = dir.to_string_lossy().into_owned();
+    Ok((dir, text))
 }
 
 fn wrapper(arg: &crate::cli::WrapperArg) -> Result<Vec<String>, Fail> {
     arg.words().map_err(Fail::bad_input)
 }
 
+/// The missing inputs of a job file, one line each (at most `shown`), or None when all exist.
+fn missing_list(file: &JobFile, missing: &[(usize, String)], shown: usize) -> Option<String> {
+    if missing.is_empty() {
+        return None;
+    }
+    let mut list: Vec<String> = missing
+        .iter()
+        .take(shown)
+        .map(|(i, p)| format!("  jobs[{i}] ({}): {p:?}", file.jobs[*i].outputs[0]))
+        .collect();
+    if missing.len() > shown {
+        list.push(format!("  ... and {} more", missing.len() - shown));
+    }
+    Some(format!(
+        "{} input file(s) do not exist:\n{}",
+        missing.len(),
+        list.join("\n")
+    ))
+}
+
 /// `dtlto-bridge emit`: the build file, written where asked, without running it.
 pub fn emit(args: &EmitArgs) -> Result<(), Fail> {
-    let file = load(&args.job_file)?;
+    let (dir, cwd) = cwd()?;
+    let file = load(&args.job_file, &cwd)?;
     let wrapper = wrapper(&args.wrapper)?;
+    let inputs = plan::stat_inputs(&file, &dir);
+    if let Some(list) = missing_list(&file, &inputs.missing, 10) {
+        report::warning(&format!(
+            "{list}\nthe build file runs only where they exist: lld removes index shards and the \
+             archive members it extracted when the link ends (keep them with -Wl,--save-temps, \
+             or capture a link with --save-job-file DIR)"
+        ));
+    }
     let opts = render::Options {
         wrapper: &wrapper,
         source: args.job_file.as_str(),
@@ -47,139 +95,110 @@ pub fn emit(args: &EmitArgs) -> Result<(), Fail> {
     };
     let prepared = render::prepare(args.format, &file, &opts)
         .map_err(|e| Fail::bad_input(format!("render {}: {e}", args.format.file_name())))?;
-    let written = match &args.output {
-        Some(out) => File::create(out).and_then(|mut f| prepared.write_to(&mut f)),
-        None => prepared.write_to(&mut std::io::stdout().lock()),
-    };
-    let target = args
-        .output
-        .as_ref()
-        .map_or("standard output".into(), |o| o.to_string());
-    written.map_err(|e| Fail::environment(format!("write {target}: {e}")))
+    match &args.output {
+        Some(out) => write_atomically(out, |f| prepared.write_to(f))
+            .map_err(|e| Fail::environment(format!("write {out}: {e}"))),
+        None => prepared
+            .write_to(&mut std::io::stdout().lock())
+            .map_err(|e| Fail::environment(format!("write standard output: {e}"))),
+    }
 }
 
-/// The default run: everything from the job file to verified outputs.
-pub fn run(args: &RunArgs) -> Result<(), Fail> {
-    let jobserver = slots::probe();
-    let watch = Watch::start().map_err(|e| Fail::environment(format!("watch signals: {e}")))?;
-    let path = args
-        .job_file
-        .as_deref()
-        .expect("clap requires the job file");
-    let file = load(path)?;
-    let wrapper = wrapper(&args.wrapper)?;
-    let cwd = Path::new(".");
-
-    let inputs = plan::stat_inputs(&file, cwd);
-    let missing = &inputs.missing;
-    if !missing.is_empty() {
-        let list: Vec<String> = missing
-            .iter()
-            .map(|(i, p)| format!("  jobs[{i}] ({}): {p:?}", file.jobs[*i].outputs[0]))
-            .collect();
-        return Err(Fail::bad_input(format!(
-            "check inputs of {path}: {} input file(s) do not exist:\n{}",
-            missing.len(),
-            list.join("\n")
-        )));
-    }
-    if file.jobs.is_empty() {
-        return Ok(());
-    }
-
-    let state = tempfile::Builder::new()
-        .prefix("dtlto-bridge-")
-        .tempdir()
-        .map_err(|e| Fail::environment(format!("create temporary directory: {e}")))?;
-    let state_dir = Utf8PathBuf::from_path_buf(state.path().to_path_buf()).map_err(|p| {
-        Fail::environment(format!(
-            "use temporary directory {}: not UTF-8",
-            p.display()
-        ))
-    })?;
-    let link = Link {
-        args,
-        file: &file,
-        input_bytes: &inputs.bytes,
-        path,
-        wrapper: &wrapper,
-    };
-    let result = run_in(&link, &state_dir, jobserver, &watch);
-    if args.keep {
-        let kept = state.keep();
-        eprintln!("dtlto-bridge: kept {}", kept.display());
+/// Writes `path` whole or not at all: into a temporary name beside it, then renamed.
+fn write_atomically(
+    path: &Utf8Path,
+    write: impl FnOnce(&mut File) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    let partial = Utf8PathBuf::from(format!("{path}.{}.partial", std::process::id()));
+    let result = File::create(&partial)
+        .and_then(|mut f| write(&mut f))
+        .and_then(|()| fs::rename(&partial, path));
+    if result.is_err() {
+        let _ = fs::remove_file(&partial);
     }
     result
 }
 
-/// One link's checked input: what `run_in` works from.
-struct Link<'a> {
+/// Everything a link needs before anything runs.
+struct Prepared<'a> {
     args: &'a RunArgs,
-    file: &'a JobFile,
-    input_bytes: &'a [u64],
-    /// The job file's path.
-    path: &'a Utf8Path,
-    wrapper: &'a [String],
+    file: Arc<JobFile>,
+    wrapper: Vec<String>,
+    input_bytes: Vec<u64>,
+    cost: Vec<f64>,
+    history: Option<History>,
+    format: Format,
+    program: PathBuf,
+    state: StateDir,
+    cwd: PathBuf,
+    decision: slots::Decision,
+    pool_base: Utf8PathBuf,
+    parallelism: usize,
 }
 
-fn run_in(
-    link: &Link<'_>,
-    state_dir: &Utf8Path,
-    jobserver: jobserver::FromEnv,
-    watch: &Watch,
-) -> Result<(), Fail> {
-    let Link {
-        args,
-        file,
-        input_bytes,
-        path,
-        wrapper,
-    } = *link;
+/// The default run: everything from the job file to verified outputs.
+pub fn run(args: &RunArgs, jobserver: jobserver::FromEnv, watch: &Watch) -> Result<(), Fail> {
+    let Some(mut prepared) = prepare(args, jobserver)? else {
+        return Ok(());
+    };
+    let executed = execute(&mut prepared, watch)?;
+    let settled = settle(&prepared, executed, watch);
+    conclude(prepared, settled, watch)
+}
+
+fn prepare(args: &RunArgs, jobserver: jobserver::FromEnv) -> Result<Option<Prepared<'_>>, Fail> {
+    let path = args
+        .job_file
+        .as_deref()
+        .expect("clap requires the job file");
+    let (cwd, cwd_text) = cwd()?;
+    let file = load(path, &cwd_text)?;
+    let wrapper = wrapper(&args.wrapper)?;
+    let inputs = plan::stat_inputs(&file, &cwd);
+    if let Some(list) = missing_list(&file, &inputs.missing, usize::MAX) {
+        return Err(Fail::bad_input(format!("check inputs of {path}: {list}")));
+    }
+    if file.jobs.is_empty() {
+        return Ok(None);
+    }
+    state::remove_dead(&std::env::temp_dir());
+
+    let history = (!args.no_history)
+        .then(|| args.history.clone().or_else(crate::history::default_dir))
+        .flatten()
+        .map(|dir| History::load(&dir, &cwd, &file.linker_output));
+    let cost = match args.order {
+        crate::cli::Order::Longest => match &history {
+            Some(h) => h.estimate(&file, &inputs.bytes),
+            None => inputs.bytes.iter().map(|&b| b as f64).collect(),
+        },
+        // Earlier jobs cost more, so they go first.
+        crate::cli::Order::File => (0..file.jobs.len()).map(|i| -(i as f64)).collect(),
+    };
+
+    let ninja = which::which(&args.tools.ninja).ok();
+    let format = plan::choose_backend(args.backend, ninja.is_some());
+    let state = StateDir::create().map_err(Fail::environment)?;
     let exe = std::env::current_exe()
         .map_err(|e| Fail::environment(format!("find own executable: {e}")))?;
     let exe = exe
         .to_str()
-        .ok_or_else(|| Fail::environment("find own executable: path is not UTF-8"))?;
-    fs::create_dir(crate::job::jobs_dir(state_dir)).map_err(|e| {
-        Fail::environment(format!("create {}: {e}", crate::job::jobs_dir(state_dir)))
-    })?;
-    let launchers = crate::job::launchers_lock(state_dir);
-    let launchers = File::create(&launchers)
-        .map_err(|e| Fail::environment(format!("create {launchers}: {e}")))?;
-
-    let ninja = which::which(&args.tools.ninja).ok();
-    let format = plan::choose_backend(args.backend, ninja.is_some());
-    let mut history = (!args.no_history)
-        .then(|| args.history.clone().or_else(crate::history::default_dir))
-        .flatten()
-        .and_then(|dir| {
-            let cwd = std::env::current_dir().ok()?;
-            Some(crate::history::History::load(
-                &dir,
-                &cwd,
-                &file.linker_output,
-            ))
-        });
+        .ok_or_else(|| Fail::environment("find own executable: its path is not UTF-8"))?
+        .to_string();
     let opts = render::Options {
-        wrapper,
+        wrapper: &wrapper,
         source: path.as_str(),
         run: Some(RunHooks {
-            state_dir: state_dir.to_string(),
-            launcher: vec![exe.to_string(), "__job".to_string(), state_dir.to_string()],
+            state_dir: state.path().to_string(),
+            launcher: vec![exe, "__job".to_string(), state.path().to_string()],
         }),
-        order: match args.order {
-            crate::cli::Order::Longest => Some(plan::longest_first(&match &history {
-                Some(h) => h.estimate(file, input_bytes),
-                None => input_bytes.iter().map(|&b| b as f64).collect(),
-            })),
-            crate::cli::Order::File => None,
-        },
+        order: Some(plan::longest_first(&cost)),
     };
-    let (format, prepared) = match render::prepare(format, file, &opts) {
+    let (format, prepared) = match render::prepare(format, &file, &opts) {
         Ok(prepared) => (format, prepared),
         // ninja cannot write every path make can (e.g. '|'); without an explicit choice, use make.
         Err(e) if args.backend.is_none() && format == Format::Ninja => {
-            let prepared = render::prepare(Format::Make, file, &opts)
+            let prepared = render::prepare(Format::Make, &file, &opts)
                 .map_err(|e2| Fail::bad_input(format!("render build file: {e}; and {e2}")))?;
             (Format::Make, prepared)
         }
@@ -190,12 +209,11 @@ fn run_in(
             )))
         }
     };
-    let build_file = state_dir.join(format.file_name());
+    let build_file = state.path().join(format.file_name());
     File::create(&build_file)
         .and_then(|mut f| prepared.write_to(&mut f))
         .map_err(|e| Fail::environment(format!("write {build_file}: {e}")))?;
     drop(prepared);
-
     let program = match (format, ninja) {
         (Format::Ninja, Some(found)) => found,
         (Format::Ninja, None) => {
@@ -205,127 +223,35 @@ fn run_in(
             which::which(&args.tools.make).map_err(|e| missing(&args.tools.make, e))?
         }
     };
+
     let parallelism = std::thread::available_parallelism()
         .map(usize::from)
         .unwrap_or(1);
-    let pool_dir = args
-        .host_pool
-        .clone()
-        .unwrap_or_else(slots::default_pool_dir);
+    let pool_base = crate::pool::base_dir(args.host_pool.as_deref());
     let decision = slots::decide(
         jobserver,
         &slots::Request {
-            explicit_jobs: args.jobs.map(|j| j as usize),
+            explicit_jobs: args.jobs.map(|j| (j as usize, format!("-j {j}"))),
             parallelism,
             host_slots: args.host_slots.unwrap_or(parallelism),
-            pool_dir: &pool_dir,
-            state_dir,
-            job_count: file.jobs.len(),
+            pool_base: &pool_base,
         },
     );
-    for w in &decision.warnings {
-        report::warning(w);
-    }
-    if let Some(w) = crate::wrapper::known_local(wrapper) {
-        report::warning(&w);
-    }
-    let mut cmd = Command::new(&program);
-    cmd.args([
-        "-f",
-        build_file.as_str(),
-        "-j",
-        &decision.build_jobs.to_string(),
-    ]);
-    if format == Format::Make {
-        // -B: every job runs, even where an output of the same name is already there.
-        cmd.args(["-B", "-r", "-R", "-s", "--no-print-directory"]);
-    }
-    decision.configure(&mut cmd);
-    cmd.env(
-        crate::job::NO_FALLBACK_ENV,
-        if args.no_fallback { "1" } else { "0" },
-    );
-    // Its own process group, so a signal reaches the tool and every job through `watch`.
-    cmd.process_group(0);
-    let log_path = state_dir.join("tool.log");
-    let log = File::create(&log_path)
-        .map_err(|e| Fail::environment(format!("create {log_path}: {e}")))?;
-    let log2 = log
-        .try_clone()
-        .map_err(|e| Fail::environment(format!("open {log_path}: {e}")))?;
-    let started = crate::job::now();
-    let progress = crate::progress::Progress::start(
-        state_dir,
-        file.jobs.len(),
-        !args.quiet && std::io::stderr().is_terminal(),
-    );
-    let status = cmd
-        .stdin(Stdio::null())
-        .stdout(log)
-        .stderr(log2)
-        .spawn()
-        .and_then(|mut child| {
-            watch.forward_to(-(child.id() as i32));
-            child.wait()
-        });
-    progress.finish();
-    let status =
-        status.map_err(|e| Fail::environment(format!("run {}: {e}", program.display())))?;
-    drop(decision);
-
-    let cwd = Path::new(".");
-    let signal = watch.received();
-    if signal.is_some() {
-        // ninja may exit before the jobs it signalled: wait (a while) for the last launcher.
-        let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
-        while launchers.try_lock().is_err() && std::time::Instant::now() < until {
-            std::thread::sleep(std::time::Duration::from_millis(5));
-        }
-    }
-    let outcomes = verify::check(file, state_dir, cwd);
-    if let Some(sig) = signal {
-        verify::remove_failed_outputs(file, &outcomes, cwd);
-        return Err(Fail::new(
-            cancel::exit_code(sig),
-            format!("run backend jobs: interrupted by signal {sig}"),
-        ));
-    }
-    let record = record::build(&record::RunInfo {
-        file,
+    Ok(Some(Prepared {
+        args,
+        file: Arc::new(file),
         wrapper,
-        outcomes: &outcomes,
-        input_bytes,
-        backend: format.tool(),
-        start: started,
-        end: crate::job::now(),
-    });
-    write_records(args, &record)?;
-    if status.success() && outcomes.iter().all(verify::Outcome::ok) {
-        report::job_warnings(file, &outcomes);
-        report::fallbacks(file, &outcomes);
-        if let Some(h) = &mut history {
-            let seconds: Vec<Option<f64>> = record.jobs.iter().map(|j| j.seconds).collect();
-            if let Err(e) = h.record(file, &seconds) {
-                report::warning(&format!("remember job durations: {e}"));
-            }
-        }
-        if !args.quiet {
-            eprintln!("dtlto-bridge: {}", record::summary(&record));
-        }
-        return Ok(());
-    }
-    verify::remove_failed_outputs(file, &outcomes, cwd);
-    let tool_log = fs::read_to_string(&log_path).unwrap_or_default();
-    let tool_status = (!status.success()).then(|| status.to_string());
-    let fail = report::failures(
-        file,
-        wrapper,
-        &outcomes,
-        format.tool(),
-        tool_status,
-        &tool_log,
-    );
-    Err(fail)
+        input_bytes: inputs.bytes,
+        cost,
+        history,
+        format,
+        program,
+        state,
+        cwd,
+        decision,
+        pool_base,
+        parallelism,
+    }))
 }
 
 fn missing(program: &str, e: which::Error) -> Fail {
@@ -334,20 +260,280 @@ fn missing(program: &str, e: which::Error) -> Fail {
     ))
 }
 
-/// Writes the `--report` and `--trace` files, if asked for.
-fn write_records(args: &RunArgs, record: &record::Record) -> Result<(), Fail> {
-    let write = |path: &Utf8Path, value: serde_json::Value| {
-        let text = serde_json::to_string_pretty(&value).expect("JSON values serialize");
-        fs::write(path, text + "\n").map_err(|e| Fail::environment(format!("write {path}: {e}")))
+/// What `execute` leaves for `settle`.
+struct Executed {
+    server: Server,
+    tool: Result<ExitStatus, String>,
+    start: f64,
+    end: f64,
+}
+
+fn execute(p: &mut Prepared<'_>, watch: &Watch) -> Result<Executed, Fail> {
+    for w in &p.decision.warnings {
+        report::warning(w);
+    }
+    if !p.args.quiet {
+        for advice in &p.decision.advice {
+            crate::advice::once(&p.pool_base, advice);
+        }
+    }
+    if let Some(w) = crate::wrapper::known_local(&p.wrapper) {
+        report::warning(&w);
+    }
+    let n = p.file.jobs.len();
+    let local_bound = match &p.decision.source {
+        Source::Fixed(k) => *k,
+        Source::Pool(pool) => pool.size(),
+        Source::Jobserver(_) => WAITING,
+    };
+    let tool_jobs = n.min(local_bound + WAITING).max(1);
+
+    let mut cmd = Command::new(&p.program);
+    cmd.args([
+        "-f",
+        p.state.path().join(p.format.file_name()).as_str(),
+        "-j",
+        &tool_jobs.to_string(),
+    ]);
+    if p.format == Format::Make {
+        // -B: every job runs, even where an output of the same name is already there.
+        cmd.args(["-B", "-r", "-R", "-s", "--no-print-directory"]);
+    }
+    // A make or ninja that joined the parent's jobserver would take a second token per job.
+    for var in ["MAKEFLAGS", "MFLAGS", "MAKELEVEL", "CARGO_MAKEFLAGS"] {
+        cmd.env_remove(var);
+    }
+    if let Source::Jobserver(client) = &p.decision.source {
+        // For the launchers alone (in CARGO_MAKEFLAGS, which make and ninja ignore): a launcher
+        // gives its job's token back itself if this process dies.
+        client.configure(&mut cmd);
+    }
+    let log_path = p.state.tool_log();
+    let log = File::create(&log_path)
+        .map_err(|e| Fail::environment(format!("create {log_path}: {e}")))?;
+    let log2 = log
+        .try_clone()
+        .map_err(|e| Fail::environment(format!("open {log_path}: {e}")))?;
+    cmd.stdin(Stdio::null()).stdout(log).stderr(log2);
+
+    let (tx, rx) = std::sync::mpsc::channel();
+    // The supply owns the source from now on: the pool is left when the supply stops.
+    let source = std::mem::replace(&mut p.decision.source, Source::Fixed(0));
+    let (supply, own) = Supply::start(source, tx)
+        .map_err(|e| Fail::environment(format!("start taking job slots: {e}")))?;
+    let can_grow = supply.can_grow();
+    let setup = Setup {
+        file: p.file.clone(),
+        wrapper: p.wrapper.clone(),
+        cost: p.cost.clone(),
+        policy: Policy {
+            wrapped: !p.wrapper.is_empty(),
+            fallback: !p.wrapper.is_empty() && !p.args.no_fallback,
+            expected: tool_jobs,
+            own,
+            can_grow,
+        },
+        state_dir: p.state.path().to_owned(),
+        cwd: p.cwd.clone(),
+        parallelism: p.parallelism,
+    };
+    let server = Server::start(setup, supply, rx)
+        .map_err(|e| Fail::environment(format!("listen for job launchers: {e}")))?;
+    watch.on_signal(server.canceller());
+
+    let start = state::now();
+    let progress = crate::progress::Progress::start(
+        n,
+        !p.args.quiet && std::io::stderr().is_terminal(),
+        server.counter(),
+    );
+    let tool = process::spawn(
+        &mut cmd,
+        watch,
+        &process::Options {
+            group: true,
+            parent_death: libc::SIGTERM,
+        },
+    )
+    .and_then(|child| child.wait(watch))
+    .map_err(|e| format!("run {}: {e}", p.program.display()));
+    progress.finish();
+    Ok(Executed {
+        server,
+        tool,
+        start,
+        end: state::now(),
+    })
+}
+
+/// What `settle` leaves for `conclude`.
+struct Settled {
+    outcomes: Vec<Outcome>,
+    warnings: Vec<String>,
+    tool: Result<ExitStatus, String>,
+    signal: Option<i32>,
+    start: f64,
+    end: f64,
+}
+
+fn settle(p: &Prepared<'_>, executed: Executed, watch: &Watch) -> Settled {
+    let Executed {
+        server,
+        tool,
+        start,
+        end,
+    } = executed;
+    // The build tool is gone; its launchers should be too. Those that linger are stopped.
+    if !server.wait_for_launchers(LAUNCHERS_GONE) {
+        server.cancel(watch.received().unwrap_or(libc::SIGTERM));
+        server.wait_for_launchers(LAUNCHERS_GONE);
+    }
+    let (records, warnings) = server.finish();
+    let dir = p.state.path();
+    let read = |index: usize, attempt: usize| {
+        fs::read(sched::stderr_file(dir, index, attempt))
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default()
+    };
+    let outcomes: Vec<Outcome> = records
+        .iter()
+        .enumerate()
+        .map(|(index, r)| {
+            let last = r.attempts.last().filter(|_| r.finished);
+            Outcome {
+                index,
+                start: r.attempts.first().map(|a| a.status.start),
+                ran: r.ran(),
+                fallback: r.fallback(|| read(index, 0)),
+                stderr: if r.attempts.is_empty() {
+                    String::new()
+                } else {
+                    read(index, r.attempts.len() - 1)
+                },
+                status: last.map(|a| a.status.clone()),
+                problem: last.and_then(|a| a.problem.clone()),
+            }
+        })
+        .collect();
+    // Only jobs that did not finish well lose their outputs: with --save-temps, lld keeps the
+    // objects of the jobs that did, even in a cancelled link.
+    for o in outcomes.iter().filter(|o| !o.ok()) {
+        output::remove(&p.cwd, &p.file.jobs[o.index].outputs);
+    }
+    Settled {
+        outcomes,
+        warnings,
+        tool,
+        signal: watch.received(),
+        start,
+        end,
+    }
+}
+
+fn conclude(p: Prepared<'_>, s: Settled, watch: &Watch) -> Result<(), Fail> {
+    let Prepared {
+        args,
+        file,
+        wrapper,
+        input_bytes,
+        mut history,
+        format,
+        state,
+        ..
+    } = p;
+    for w in &s.warnings {
+        report::warning(w);
+    }
+    let record = record::build(&record::RunInfo {
+        file: &file,
+        wrapper: &wrapper,
+        outcomes: &s.outcomes,
+        input_bytes: &input_bytes,
+        backend: format.tool(),
+        start: s.start,
+        end: s.end,
+    });
+    let tool_ok = matches!(&s.tool, Ok(status) if status.success());
+    let all_ok = s.outcomes.iter().all(Outcome::ok);
+    let signal = s.signal.or_else(|| watch.received());
+    let result = if let Some(sig) = signal {
+        Err(Fail::new(
+            process::exit_code(sig),
+            format!("run backend jobs: interrupted by signal {sig}"),
+        ))
+    } else if tool_ok && all_ok {
+        report::job_warnings(&file, &s.outcomes);
+        report::fallbacks(&file, &s.outcomes);
+        if let Some(h) = &mut history {
+            let seconds: Vec<Option<f64>> = record.jobs.iter().map(|j| j.seconds).collect();
+            if let Err(e) = h.record(&file, &seconds) {
+                report::warning(&format!("remember job durations: {e}"));
+            }
+        }
+        let show = args.summary || (!args.quiet && std::io::stderr().is_terminal());
+        if show && !args.quiet {
+            report::note(&record::summary(&record));
+        }
+        Ok(())
+    } else {
+        let tool_log = fs::read_to_string(state.tool_log()).unwrap_or_default();
+        let tool_status = match &s.tool {
+            Ok(status) if status.success() => None,
+            Ok(status) => Some(process::describe(status)),
+            Err(e) => Some(e.clone()),
+        };
+        Err(report::failures(
+            &file,
+            &wrapper,
+            &s.outcomes,
+            format.tool(),
+            tool_status,
+            &tool_log,
+        ))
+    };
+    // Records come after the failures are printed, and never fail the link.
+    write_records(args, &record);
+    if args.keep {
+        let kept = state.keep();
+        report::note(&format!("kept {kept}"));
+    }
+    result
+}
+
+/// Writes the `--report` and `--trace` files, if asked for: whole (concurrent links may share
+/// a path), and best effort (a warning when they cannot be written).
+fn write_records(args: &RunArgs, record: &record::Record) {
+    let write = |what: &str, path: &Utf8Path, value: serde_json::Value| {
+        let text = serde_json::to_string_pretty(&value).unwrap_or_default() + "\n";
+        if let Err(e) = write_atomically(path, |f| std::io::Write::write_all(f, text.as_bytes())) {
+            report::warning(&format!("write the {what} {path}: {e}"));
+        }
     };
     if let Some(path) = &args.report {
-        write(
-            path,
-            serde_json::to_value(record).expect("records serialize"),
-        )?;
+        let value = serde_json::to_value(record).unwrap_or_default();
+        write("report", path, value);
     }
     if let Some(path) = &args.trace {
-        write(path, record::trace(record))?;
+        write("trace", path, record::trace(record));
     }
-    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_atomic_write_leaves_the_old_file_when_it_fails() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = Utf8PathBuf::from_path_buf(dir.path().join("r.json")).unwrap();
+        write_atomically(&path, |f| std::io::Write::write_all(f, b"one")).unwrap();
+        let failed = write_atomically(&path, |_| Err(std::io::Error::other("no room")));
+        assert!(failed.is_err());
+        assert_eq!(fs::read_to_string(&path).unwrap(), "one");
+        assert_eq!(
+            fs::read_dir(dir.path()).unwrap().count(),
+            1,
+            "no partial file left"
+        );
+    }
 }

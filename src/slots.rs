@@ -1,94 +1,56 @@
-//! Slots: decides how many backend jobs may run at once, and gates each job on a slot.
+//! Slots: decides where a link's local job slots come from, and supplies them to the scheduler.
 //!
-//! It knows the GNU make jobserver (pipe or fifo, through the `jobserver` crate), the implicit
-//! slot a process under a jobserver already holds, and the host-wide pool of lock files shared
-//! by concurrent dtlto-bridge runs. It does not know what the jobs are.
-//!
-//! The gate is the per-job launcher: every job takes one slot before its command starts and gives
-//! it back when the launcher exits, whatever the build tool is (make 4.3 or 4.4, ninja 1.11 or
-//! 1.13), so one mechanism covers them all and the implicit slot is counted exactly once.
+//! It knows the GNU make jobserver (pipe or fifo, through the `jobserver` crate's blocking helper
+//! thread; a process under a jobserver already holds one implicit slot), the host-wide pool, and
+//! an explicit `-j`. It does not know jobs or which one runs next: the scheduler asks for slots
+//! and hands them out.
 
-use camino::{Utf8Path, Utf8PathBuf};
+use crate::pool::{self, Pool};
+use camino::Utf8Path;
 use jobserver::{Client, FromEnvErrorKind};
-use std::fs::{self, File, OpenOptions};
-use std::process::Command;
-use std::time::Duration;
+use std::io;
+use std::sync::mpsc::Sender;
+use std::sync::{Arc, Mutex};
 
-/// Environment variable through which the run tells its launchers how to gate.
-pub const GATE_ENV: &str = "DTLTO_BRIDGE_GATE";
-
-/// How the launchers of one run get their slots.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Gate {
-    /// No gating: the build tool's `-j` alone limits the jobs.
-    Open,
-    /// The parent's jobserver; the lock file stands for this process's implicit slot.
-    Jobserver { implicit: Utf8PathBuf },
-    /// The host-wide pool: `slots` lock files in `dir`.
-    Pool { dir: Utf8PathBuf, slots: usize },
+/// Where slots come from.
+pub enum Source {
+    /// N slots from the start and never more: `-j N`, or no pool.
+    Fixed(usize),
+    /// The parent's jobserver: the implicit slot, then tokens.
+    Jobserver(Client),
+    /// The host-wide pool: every slot is taken from it.
+    Pool(Arc<Pool>),
 }
 
-impl Gate {
-    fn encode(&self) -> Option<String> {
+impl Source {
+    /// How slots are shared, in a few words for the summary and `doctor`.
+    pub fn describe(&self) -> String {
         match self {
-            Gate::Open => None,
-            Gate::Jobserver { implicit } => Some(format!("jobserver:{implicit}")),
-            Gate::Pool { dir, slots } => Some(format!("pool:{slots}:{dir}")),
+            Source::Fixed(n) => format!("{n} at once"),
+            Source::Jobserver(_) => "the parent's jobserver".to_string(),
+            Source::Pool(p) => format!("the host pool of {} slots", p.size()),
         }
-    }
-
-    fn decode(text: &str) -> Option<Gate> {
-        if let Some(path) = text.strip_prefix("jobserver:") {
-            return Some(Gate::Jobserver {
-                implicit: path.into(),
-            });
-        }
-        let rest = text.strip_prefix("pool:")?;
-        let (slots, dir) = rest.split_once(':')?;
-        Some(Gate::Pool {
-            dir: dir.into(),
-            slots: slots.parse().ok()?,
-        })
     }
 }
 
-/// What the run decided: the gate, the `-j` to give the build tool, and what to tell the user.
+/// What `decide` chose, and what to tell the user.
 pub struct Decision {
-    pub gate: Gate,
-    pub build_jobs: usize,
-    pub client: Option<Client>,
+    pub source: Source,
+    /// Warnings for every link.
     pub warnings: Vec<String>,
+    /// Advice worth giving once per build (it is the same for every link of the build).
+    pub advice: Vec<String>,
 }
 
-impl Decision {
-    /// Passes the gate (and the jobserver's descriptors) down to the build tool and its launchers.
-    pub fn configure(&self, cmd: &mut Command) {
-        // A make or ninja that joined the parent's jobserver would take a second token per job.
-        for var in ["MAKEFLAGS", "MFLAGS", "MAKELEVEL", "CARGO_MAKEFLAGS"] {
-            cmd.env_remove(var);
-        }
-        if let Some(client) = &self.client {
-            client.configure(cmd);
-        }
-        match self.gate.encode() {
-            Some(text) => cmd.env(GATE_ENV, text),
-            None => cmd.env_remove(GATE_ENV),
-        };
-    }
-}
-
-/// The most launchers one link keeps waiting for a parent's tokens.
-const MAX_WAITING: usize = 64;
-
+/// What the run asks of `decide`.
 pub struct Request<'a> {
-    /// `-j` as given by the user, if given.
-    pub explicit_jobs: Option<usize>,
+    /// `-j` as given, with where it came from ("-j 3", "DTLTO_BRIDGE_JOBS=3").
+    pub explicit_jobs: Option<(usize, String)>,
     pub parallelism: usize,
     /// Size of the host-wide pool; 0 turns it off.
     pub host_slots: usize,
-    pub pool_dir: &'a Utf8Path,
-    pub state_dir: &'a Utf8Path,
-    pub job_count: usize,
+    /// Where the pool's per-user directory goes (see `pool::base_dir`).
+    pub pool_base: &'a Utf8Path,
 }
 
 /// Looks for a parent's jobserver. Call it first thing, before the process opens files of its
@@ -115,187 +77,203 @@ pub fn unusable(e: &jobserver::FromEnvError) -> bool {
     )
 }
 
-/// Decides the gate for one run from what `probe` found.
+/// Decides where one link's slots come from, from what `probe` found.
 pub fn decide(from_env: jobserver::FromEnv, req: &Request<'_>) -> Decision {
     let advertised = advertised(&from_env);
     let mut warnings = Vec::new();
-    if let Some(n) = req.explicit_jobs {
+    let mut advice = Vec::new();
+    if let Some((n, origin)) = &req.explicit_jobs {
         if let (Ok(_), Some(var)) = (&from_env.client, &advertised) {
             warnings.push(format!(
-                "-j {n} was given: it overrides the jobserver of the parent build ({var})"
+                "{origin} overrides the jobserver of the parent build ({var})"
             ));
         }
-        return open(n, warnings);
+        return Decision {
+            source: Source::Fixed(*n),
+            warnings,
+            advice,
+        };
     }
     match from_env.client {
-        Ok(client) => Decision {
-            gate: Gate::Jobserver {
-                implicit: req.state_dir.join("implicit-slot.lock"),
-            },
-            build_jobs: req.job_count.clamp(1, MAX_WAITING),
-            client: Some(client),
+        Ok(client) => {
+            return Decision {
+                source: Source::Jobserver(client),
+                warnings,
+                advice,
+            }
+        }
+        Err(e) if unusable(&e) => advice.push(format!(
+            "the parent build's jobserver ({}) cannot be used: {e}; its slots are shared through \
+             the host pool instead. Mark the link recipe with '+' (or run make 4.4) so make \
+             passes its jobserver to the linker",
+            advertised.unwrap_or_default()
+        )),
+        Err(_) => {}
+    }
+    if req.host_slots == 0 {
+        return Decision {
+            source: Source::Fixed(req.parallelism),
             warnings,
+            advice,
+        };
+    }
+    match Pool::open(req.pool_base, req.host_slots) {
+        Ok(pool) => Decision {
+            source: Source::Pool(Arc::new(pool)),
+            warnings,
+            advice,
         },
-        Err(e) if unusable(&e) => {
+        Err(e) => {
             warnings.push(format!(
-                "use the parent's jobserver ({}): {e}; running one job at a time, as make does. \
-                 Fix: mark the link recipe with '+' (or run it through $(MAKE)) so make passes \
-                 its jobserver to the linker",
-                advertised.unwrap_or_default()
+                "{e}; running up to {} jobs at once (the available parallelism)",
+                req.parallelism
             ));
-            open(1, warnings)
-        }
-        Err(_) if req.host_slots == 0 => open(req.parallelism, warnings),
-        Err(_) => Decision {
-            gate: Gate::Pool {
-                dir: req.pool_dir.to_owned(),
-                slots: req.host_slots,
-            },
-            build_jobs: req.job_count.clamp(1, req.host_slots),
-            client: None,
-            warnings,
-        },
-    }
-}
-
-fn open(jobs: usize, warnings: Vec<String>) -> Decision {
-    Decision {
-        gate: Gate::Open,
-        build_jobs: jobs.max(1),
-        client: None,
-        warnings,
-    }
-}
-
-/// The default place of the host-wide pool: private to this user.
-pub fn default_pool_dir() -> Utf8PathBuf {
-    let base = std::env::var("XDG_RUNTIME_DIR")
-        .ok()
-        .filter(|d| !d.is_empty() && Utf8Path::new(d).is_dir())
-        .map(Utf8PathBuf::from);
-    match base {
-        Some(dir) => dir.join("dtlto-bridge-slots"),
-        None => {
-            let tmp = std::env::temp_dir();
-            let tmp = Utf8PathBuf::from_path_buf(tmp).unwrap_or_else(|_| "/tmp".into());
-            // SAFETY: getuid has no preconditions.
-            tmp.join(format!("dtlto-bridge-slots-{}", unsafe { libc::getuid() }))
+            Decision {
+                source: Source::Fixed(req.parallelism),
+                warnings,
+                advice,
+            }
         }
     }
 }
 
-/// A slot held by a launcher; dropping it gives the slot back.
-pub enum Held {
-    Nothing,
-    Lock(#[allow(dead_code)] File),
-    Token(#[allow(dead_code)] jobserver::Acquired),
+/// What arrives from a source that was asked for slots.
+pub enum Arrival {
+    Slot,
+    /// The source failed; no more slots will come from it.
+    Failed(String),
 }
 
-/// Takes a slot as the gate in the environment says, waiting as long as it takes, unless
-/// `stop` says so (a signal arrived): then it returns None.
-pub fn acquire(stop: &dyn Fn() -> bool) -> std::io::Result<Option<Held>> {
-    let gate = std::env::var(GATE_ENV)
-        .ok()
-        .and_then(|t| Gate::decode(&t))
-        .unwrap_or(Gate::Open);
-    match gate {
-        Gate::Open => Ok(Some(Held::Nothing)),
-        Gate::Jobserver { implicit } => {
-            // SAFETY: the launcher calls this first, before opening files of its own.
-            let client = unsafe { Client::from_env_ext(true) }
-                .client
-                .map_err(std::io::Error::other)?;
-            let implicit = lock_file(&implicit)?;
-            wait(stop, || {
-                if try_lock(&implicit)? {
-                    return Ok(Some(Held::Lock(implicit.try_clone()?)));
-                }
-                Ok(client.try_acquire()?.map(Held::Token))
-            })
-        }
-        Gate::Pool { dir, slots } => {
-            fs::create_dir_all(&dir)?;
-            let files = (0..slots)
-                .map(|i| lock_file(&dir.join(format!("slot-{i}.lock"))))
-                .collect::<std::io::Result<Vec<File>>>()?;
-            wait(stop, || {
-                for f in &files {
-                    if try_lock(f)? {
-                        return Ok(Some(Held::Lock(f.try_clone()?)));
+/// A slot the scheduler holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Slot {
+    /// Held from the start (the implicit slot, or a fixed one): never given back early.
+    Own,
+    /// Taken from the jobserver or the pool: given back when no job needs it.
+    Taken,
+}
+
+/// The running side of a `Source`: asks for slots (they arrive on a channel) and gives them back.
+pub struct Supply {
+    kind: Kind,
+}
+
+enum Kind {
+    Fixed,
+    Jobserver {
+        helper: jobserver::HelperThread,
+        tokens: Arc<Mutex<Vec<jobserver::Acquired>>>,
+    },
+    Pool {
+        helper: pool::Helper,
+        pool: Arc<Pool>,
+    },
+}
+
+impl Supply {
+    /// Starts the source's helper thread; returns the supply and how many `Own` slots it holds
+    /// from the start.
+    pub fn start(source: Source, arrivals: Sender<Arrival>) -> io::Result<(Supply, usize)> {
+        Ok(match source {
+            Source::Fixed(n) => (Supply { kind: Kind::Fixed }, n),
+            Source::Jobserver(client) => {
+                let tokens = Arc::new(Mutex::new(Vec::new()));
+                let t = tokens.clone();
+                let helper = client.into_helper_thread(move |acquired| {
+                    let event = match acquired {
+                        Ok(token) => {
+                            t.lock().unwrap_or_else(|e| e.into_inner()).push(token);
+                            Arrival::Slot
+                        }
+                        Err(e) => Arrival::Failed(format!("take a jobserver token: {e}")),
+                    };
+                    let _ = arrivals.send(event);
+                })?;
+                (
+                    Supply {
+                        kind: Kind::Jobserver { helper, tokens },
+                    },
+                    1,
+                )
+            }
+            Source::Pool(pool) => {
+                let p = pool.clone();
+                let helper = pool::Helper::start(pool.clone(), move |taken| {
+                    let event = match taken {
+                        Ok(()) => Arrival::Slot,
+                        Err(e) => Arrival::Failed(format!("take a host pool slot: {e}")),
+                    };
+                    let slot = matches!(event, Arrival::Slot);
+                    if arrivals.send(event).is_err() && slot {
+                        let _ = p.release();
                     }
-                }
-                Ok(None)
-            })
-        }
-    }
-}
-
-/// Polls `attempt` with a short, growing pause until it yields a slot or `stop` says to stop.
-fn wait(
-    stop: &dyn Fn() -> bool,
-    mut attempt: impl FnMut() -> std::io::Result<Option<Held>>,
-) -> std::io::Result<Option<Held>> {
-    let mut pause = Duration::from_millis(1);
-    loop {
-        if stop() {
-            return Ok(None);
-        }
-        if let Some(held) = attempt()? {
-            return Ok(Some(held));
-        }
-        std::thread::sleep(pause);
-        pause = (pause * 2).min(Duration::from_millis(10));
-    }
-}
-
-fn lock_file(path: &Utf8Path) -> std::io::Result<File> {
-    OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(path)
-}
-
-/// A lock on the file, held until the file is closed: the kernel drops it when the process
-/// dies, however it dies, so a killed job never keeps a slot.
-fn try_lock(file: &File) -> std::io::Result<bool> {
-    match file.try_lock() {
-        Ok(()) => Ok(true),
-        Err(fs::TryLockError::WouldBlock) => Ok(false),
-        Err(fs::TryLockError::Error(e)) => Err(e),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn gates_round_trip_through_the_environment_text() {
-        for gate in [
-            Gate::Jobserver {
-                implicit: "/tmp/a b/implicit-slot.lock".into(),
-            },
-            Gate::Pool {
-                dir: "/run/user/1000/dtlto-bridge-slots".into(),
-                slots: 8,
-            },
-        ] {
-            assert_eq!(Gate::decode(&gate.encode().unwrap()), Some(gate));
-        }
-        assert_eq!(Gate::Open.encode(), None);
-        assert_eq!(Gate::decode("pool:x:/d"), None);
+                })?;
+                (
+                    Supply {
+                        kind: Kind::Pool { helper, pool },
+                    },
+                    0,
+                )
+            }
+        })
     }
 
-    #[test]
-    fn pool_slots_are_exclusive_and_come_back_on_close() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = Utf8Path::from_path(dir.path()).unwrap().join("slot.lock");
-        let a = lock_file(&path).unwrap();
-        let b = lock_file(&path).unwrap();
-        assert!(try_lock(&a).unwrap());
-        assert!(!try_lock(&b).unwrap());
-        drop(a);
-        assert!(try_lock(&b).unwrap());
+    /// Whether more slots can be asked for.
+    pub fn can_grow(&self) -> bool {
+        !matches!(self.kind, Kind::Fixed)
+    }
+
+    /// Whether slots taken from this source are jobserver tokens (which a job's launcher must
+    /// give back itself if this process dies).
+    pub fn tokens(&self) -> bool {
+        matches!(self.kind, Kind::Jobserver { .. })
+    }
+
+    /// Asks for `n` more slots; each arrives as an `Arrival::Slot`.
+    pub fn request(&self, n: usize) {
+        for _ in 0..n {
+            match &self.kind {
+                Kind::Fixed => {}
+                Kind::Jobserver { helper, .. } => helper.request_token(),
+                Kind::Pool { helper, .. } => helper.request(),
+            }
+        }
+    }
+
+    /// Gives one taken slot back.
+    pub fn release(&self) {
+        match &self.kind {
+            Kind::Fixed => {}
+            Kind::Jobserver { tokens, .. } => {
+                drop(tokens.lock().unwrap_or_else(|e| e.into_inner()).pop());
+            }
+            Kind::Pool { pool, .. } => {
+                let _ = pool.release();
+            }
+        }
+    }
+
+    /// Forgets one taken slot without giving it back: its job's launcher gives it back.
+    pub fn hand_over(&self) {
+        if let Kind::Jobserver { tokens, .. } = &self.kind {
+            if let Some(t) = tokens.lock().unwrap_or_else(|e| e.into_inner()).pop() {
+                t.drop_without_releasing();
+            }
+        }
+    }
+
+    /// Stops the helper thread (a slot that arrives meanwhile is given back) and leaves the pool.
+    pub fn stop(self) {
+        match self.kind {
+            Kind::Fixed => {}
+            Kind::Jobserver { helper, tokens } => {
+                drop(helper);
+                tokens.lock().unwrap_or_else(|e| e.into_inner()).clear();
+            }
+            Kind::Pool { helper, pool } => {
+                drop(helper);
+                drop(pool);
+            }
+        }
     }
 }

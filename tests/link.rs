@@ -184,7 +184,7 @@ fn empty_object_from_a_missing_import_fails_the_link_naming_the_job() {
     assert!(!out.status.success(), "{err}");
     assert!(err.contains("run job 0 (main.1."), "{err}");
     assert!(
-        err.contains("exit status 0, but it wrote an empty or truncated main.1."),
+        err.contains("exit status 0, but it wrote an empty main.1."),
         "{err}"
     );
     assert!(err.contains("Error loading imported file add.o"), "{err}");

@@ -46,4 +46,4 @@ plain.4.99.native.o plain.4.yaml &: \
     plain.o \
     plain.4.99.native.o.thinlto.bc \
     my\ prof$$.data
-	$(DIST_CC) /usr/lib/llvm-22/bin/clang -c -O2 '-fprofile-sample-use=my prof$$.data' plain.o '-fthinlto-index=plain.4.99.native.o.thinlto.bc' -o plain.4.99.native.o -fsave-optimization-record '-foptimization-record-file=plain.4.yaml'
+	$(DIST_CC) /usr/lib/llvm-22/bin/clang -c -O2 '-fprofile-sample-use=my prof$$.data' plain.o -fthinlto-index=plain.4.99.native.o.thinlto.bc -o plain.4.99.native.o -fsave-optimization-record -foptimization-record-file=plain.4.yaml

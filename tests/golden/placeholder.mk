@@ -24,4 +24,4 @@ dtlto.1.51232.native.o: \
     dtlto.1.51232.native.o.thinlto.bc \
     other.o \
     my.profdata
-	$(DIST_CC) /usr/local/clang -O3 '-fprofile-sample-use=my.profdata' -o dtlto.1.51232.native.o -c -x ir dtlto.o '-fthinlto-index=dtlto.1.51232.native.o.thinlto.bc' -target x86_64-sie-ps5
+	$(DIST_CC) /usr/local/clang -O3 -fprofile-sample-use=my.profdata -o dtlto.1.51232.native.o -c -x ir dtlto.o -fthinlto-index=dtlto.1.51232.native.o.thinlto.bc -target x86_64-sie-ps5

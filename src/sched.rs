@@ -1,0 +1,869 @@
+//! Sched: the link's scheduler, the one place that decides which ready job runs next
+//! (costliest first), on which slot, and what happens when it ends (it finishes, or runs again
+//! locally when it failed through the wrapper).
+//!
+//! `Core` is that decision logic alone — events in, actions out — and knows no sockets,
+//! processes or files. `Server` carries the actions out: it listens for the launchers the build
+//! tool starts, takes slots from the `Supply`, and writes each launcher its orders.
+
+use crate::output;
+use crate::parse::JobFile;
+use crate::proto::{self, ToLauncher, ToRun};
+use crate::slots::{Arrival, Slot, Supply};
+use crate::state::{Fallback, Ran, Status};
+use camino::Utf8PathBuf;
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
+use std::io::BufReader;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
+use std::sync::{mpsc, Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// How long the first grant waits for the launchers the build tool starts at once, so that the
+/// costliest of them goes first even when they connect out of order.
+const GATHER: Duration = Duration::from_millis(20);
+
+/// What the core decides.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// Tell job `index`'s launcher to run its command (through the wrapper or not).
+    Run {
+        index: usize,
+        wrapped: bool,
+        slot: Slot,
+        attempt: usize,
+    },
+    /// Tell job `index`'s launcher to exit with `code`.
+    Finish { index: usize, code: i32 },
+    /// Tell job `index`'s launcher to stop its command.
+    Cancel { index: usize, signal: i32 },
+    /// Ask the supply for this many more slots.
+    Request(usize),
+    /// Give this many taken slots back to the supply.
+    Release(usize),
+}
+
+/// What the run tells the core once.
+pub struct Policy {
+    /// Whether jobs run through a wrapper first.
+    pub wrapped: bool,
+    /// Whether a job that fails through the wrapper runs again locally.
+    pub fallback: bool,
+    /// How many launchers the build tool starts at once.
+    pub expected: usize,
+    /// Slots held from the start.
+    pub own: usize,
+    /// Whether the supply can give more.
+    pub can_grow: bool,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Phase {
+    /// No launcher yet.
+    Waiting,
+    /// Its launcher waits for a slot.
+    Ready,
+    Running {
+        slot: Slot,
+        wrapped: bool,
+    },
+    Done,
+}
+
+/// One run of a job's command.
+#[derive(Debug, Clone)]
+pub struct Attempt {
+    pub wrapped: bool,
+    pub status: Status,
+    /// What was wrong with it, if anything (a failure, or an output missing or empty).
+    pub problem: Option<String>,
+}
+
+/// What the core knows of a job when the run ends.
+#[derive(Debug, Clone, Default)]
+pub struct Record {
+    pub attempts: Vec<Attempt>,
+    /// Whether its launcher was told to finish (the job ended, one way or the other).
+    pub finished: bool,
+}
+
+impl Record {
+    /// Where the job ran, as the report says.
+    pub fn ran(&self) -> Ran {
+        match self.attempts.as_slice() {
+            _ if !self.finished => Ran::NotRun,
+            [] => Ran::NotRun,
+            [first, _, ..] if first.wrapped => Ran::Fallback,
+            [first, ..] if first.wrapped => Ran::Wrapper,
+            _ => Ran::Local,
+        }
+    }
+
+    /// Why the job ran again locally, and the stderr of its run through the wrapper (read by
+    /// the caller from the first attempt's file).
+    pub fn fallback(&self, first_stderr: impl FnOnce() -> String) -> Option<Fallback> {
+        match self.attempts.as_slice() {
+            [first, _, ..] => Some(Fallback {
+                reason: first.problem.clone().unwrap_or_default(),
+                stderr: first_stderr(),
+            }),
+            _ => None,
+        }
+    }
+}
+
+/// A ready job in the queue: the costliest first, then the lowest index.
+#[derive(Debug, PartialEq)]
+struct Entry {
+    cost: f64,
+    index: usize,
+}
+
+impl Eq for Entry {}
+
+impl Ord for Entry {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.cost
+            .total_cmp(&other.cost)
+            .then(other.index.cmp(&self.index))
+    }
+}
+
+impl PartialOrd for Entry {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// The scheduler's decisions, without any I/O.
+pub struct Core {
+    cost: Vec<f64>,
+    phase: Vec<Phase>,
+    records: Vec<Record>,
+    ready: BinaryHeap<Entry>,
+    /// Slots held and not in use.
+    free: Vec<Slot>,
+    /// Slots asked of the supply and not yet arrived.
+    asked: usize,
+    can_grow: bool,
+    gathering: bool,
+    connected: usize,
+    expected: usize,
+    wrapped: bool,
+    fallback: bool,
+    cancelled: Option<i32>,
+    running: usize,
+    done: usize,
+}
+
+impl Core {
+    /// A core for jobs of these costs (higher runs first).
+    pub fn new(cost: Vec<f64>, policy: &Policy) -> Core {
+        let n = cost.len();
+        Core {
+            cost,
+            phase: vec![Phase::Waiting; n],
+            records: vec![Record::default(); n],
+            ready: BinaryHeap::new(),
+            free: vec![Slot::Own; policy.own],
+            asked: 0,
+            can_grow: policy.can_grow,
+            gathering: policy.expected > 1,
+            connected: 0,
+            expected: policy.expected,
+            wrapped: policy.wrapped,
+            fallback: policy.fallback,
+            cancelled: None,
+            running: 0,
+            done: 0,
+        }
+    }
+
+    /// (running, done) jobs, for the progress line.
+    pub fn counts(&self) -> (usize, usize) {
+        (self.running, self.done)
+    }
+
+    pub fn records(&self) -> &[Record] {
+        &self.records
+    }
+
+    /// Jobs running on a taken slot now.
+    pub fn running_on_taken(&self) -> usize {
+        self.phase
+            .iter()
+            .filter(|p| {
+                matches!(
+                    p,
+                    Phase::Running {
+                        slot: Slot::Taken,
+                        ..
+                    }
+                )
+            })
+            .count()
+    }
+
+    /// Job `index`'s launcher is ready. None when no such job waits for a launcher.
+    pub fn hello(&mut self, index: usize) -> Option<Vec<Action>> {
+        if self.phase.get(index) != Some(&Phase::Waiting) {
+            return None;
+        }
+        if let Some(sig) = self.cancelled {
+            self.phase[index] = Phase::Done;
+            return Some(vec![Action::Finish {
+                index,
+                code: crate::process::exit_code(sig),
+            }]);
+        }
+        self.phase[index] = Phase::Ready;
+        self.ready.push(Entry {
+            cost: self.cost[index],
+            index,
+        });
+        self.connected += 1;
+        if self.connected >= self.expected {
+            self.gathering = false;
+        }
+        Some(self.dispatch())
+    }
+
+    /// The first launchers had their time to connect.
+    pub fn gathered(&mut self) -> Vec<Action> {
+        self.gathering = false;
+        self.dispatch()
+    }
+
+    /// A slot asked of the supply arrived.
+    pub fn slot_arrived(&mut self) -> Vec<Action> {
+        self.asked = self.asked.saturating_sub(1);
+        self.free.push(Slot::Taken);
+        self.dispatch()
+    }
+
+    /// The supply failed: it gives no more, and `instead` own slots take its place.
+    pub fn supply_failed(&mut self, instead: usize) -> Vec<Action> {
+        self.can_grow = false;
+        self.asked = 0;
+        let own = self.free.iter().filter(|s| **s == Slot::Own).count()
+            + self
+                .phase
+                .iter()
+                .filter(|p| {
+                    matches!(
+                        p,
+                        Phase::Running {
+                            slot: Slot::Own,
+                            ..
+                        }
+                    )
+                })
+                .count();
+        for _ in own..instead.max(1) {
+            self.free.push(Slot::Own);
+        }
+        self.dispatch()
+    }
+
+    /// Job `index`'s command ended; `problem` says what was wrong with it, if anything.
+    pub fn exited(&mut self, index: usize, status: Status, problem: Option<String>) -> Vec<Action> {
+        let Some(Phase::Running { slot, wrapped }) = self.phase.get(index).cloned() else {
+            return Vec::new();
+        };
+        let failed = problem.is_some();
+        let code = match (&problem, status.success()) {
+            (None, _) => 0,
+            (Some(_), true) => 1,
+            (Some(_), false) => status.exit_code(),
+        };
+        let record = &mut self.records[index];
+        record.attempts.push(Attempt {
+            wrapped,
+            status,
+            problem,
+        });
+        if wrapped && failed && self.fallback && self.cancelled.is_none() {
+            self.phase[index] = Phase::Running {
+                slot,
+                wrapped: false,
+            };
+            return vec![Action::Run {
+                index,
+                wrapped: false,
+                slot,
+                attempt: record.attempts.len(),
+            }];
+        }
+        record.finished = true;
+        self.end(index, slot);
+        let mut actions = vec![Action::Finish { index, code }];
+        actions.extend(self.dispatch());
+        actions
+    }
+
+    /// Job `index`'s launcher went away (it exited, or was killed).
+    pub fn gone(&mut self, index: usize) -> Vec<Action> {
+        match self.phase.get(index).cloned() {
+            Some(Phase::Ready) => {
+                // Left in the heap; `dispatch` skips it.
+                self.phase[index] = Phase::Done;
+                self.dispatch()
+            }
+            Some(Phase::Running { slot, .. }) => {
+                self.end(index, slot);
+                self.dispatch()
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    /// The run is cancelled by `signal`: nothing more starts, running commands are stopped.
+    pub fn cancel(&mut self, signal: i32) -> Vec<Action> {
+        if self.cancelled.is_some() {
+            return Vec::new();
+        }
+        self.cancelled = Some(signal);
+        let mut actions = Vec::new();
+        for index in 0..self.phase.len() {
+            match self.phase[index] {
+                Phase::Ready => {
+                    self.phase[index] = Phase::Done;
+                    actions.push(Action::Finish {
+                        index,
+                        code: crate::process::exit_code(signal),
+                    });
+                }
+                Phase::Running { .. } => actions.push(Action::Cancel { index, signal }),
+                _ => {}
+            }
+        }
+        self.ready.clear();
+        actions.extend(self.dispatch());
+        actions
+    }
+
+    fn end(&mut self, index: usize, slot: Slot) {
+        self.phase[index] = Phase::Done;
+        self.running -= 1;
+        self.done += 1;
+        self.free.push(slot);
+    }
+
+    /// Starts the costliest ready jobs on free slots, then asks for the slots still needed or
+    /// gives back those no job needs.
+    fn dispatch(&mut self) -> Vec<Action> {
+        let mut actions = Vec::new();
+        if self.cancelled.is_none() && !self.gathering {
+            while !self.free.is_empty() {
+                let Some(Entry { index, .. }) = self.ready.pop() else {
+                    break;
+                };
+                if self.phase[index] != Phase::Ready {
+                    continue;
+                }
+                // Own slots first: taken ones are the ones to give back.
+                let at = self.free.iter().position(|s| *s == Slot::Own);
+                let slot = self.free.remove(at.unwrap_or(self.free.len() - 1));
+                self.phase[index] = Phase::Running {
+                    slot,
+                    wrapped: self.wrapped,
+                };
+                self.running += 1;
+                actions.push(Action::Run {
+                    index,
+                    wrapped: self.wrapped,
+                    slot,
+                    attempt: 0,
+                });
+            }
+        }
+        let waiting = if self.cancelled.is_some() {
+            0
+        } else {
+            self.ready
+                .iter()
+                .filter(|e| self.phase[e.index] == Phase::Ready)
+                .count()
+        };
+        let spare = self.free.len();
+        if waiting == 0 {
+            let taken = self.free.iter().filter(|s| **s == Slot::Taken).count();
+            self.free.retain(|s| *s == Slot::Own);
+            if taken > 0 {
+                actions.push(Action::Release(taken));
+            }
+        } else if self.can_grow && waiting > spare + self.asked {
+            let more = waiting - spare - self.asked;
+            self.asked += more;
+            actions.push(Action::Request(more));
+        }
+        actions
+    }
+}
+
+/// What a server needs to run a link's jobs.
+pub struct Setup {
+    pub file: Arc<JobFile>,
+    pub wrapper: Vec<String>,
+    pub cost: Vec<f64>,
+    pub policy: Policy,
+    /// The private directory: the socket and the jobs' stderr files live there.
+    pub state_dir: Utf8PathBuf,
+    /// The linker's directory, where outputs are checked.
+    pub cwd: PathBuf,
+    /// Own slots to use should the supply fail.
+    pub parallelism: usize,
+}
+
+struct Inner {
+    core: Core,
+    /// Each job's launcher, once it said hello.
+    conns: Vec<Option<Arc<UnixStream>>>,
+    /// Connections still open.
+    open: usize,
+    first_hello: Option<Instant>,
+    warnings: Vec<String>,
+}
+
+struct Shared {
+    inner: Mutex<Inner>,
+    closed: Condvar,
+    /// Taken out and stopped by `finish`.
+    supply: Mutex<Option<Supply>>,
+    setup: Setup,
+    stopping: AtomicBool,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Carries out what the core decided; the lock is held, so orders go out in decision order.
+    fn apply(&self, inner: &mut Inner, actions: Vec<Action>) {
+        let supply = self.supply.lock().unwrap_or_else(|e| e.into_inner());
+        let tokens = supply.as_ref().is_some_and(Supply::tokens);
+        for action in actions {
+            match action {
+                Action::Run {
+                    index,
+                    wrapped,
+                    slot,
+                    attempt,
+                } => {
+                    let job = &self.setup.file.jobs[index];
+                    let argv = if wrapped {
+                        self.setup
+                            .wrapper
+                            .iter()
+                            .chain(&job.command)
+                            .cloned()
+                            .collect()
+                    } else {
+                        job.command.clone()
+                    };
+                    let order = ToLauncher::Run(proto::Run {
+                        argv,
+                        stderr: stderr_file(&self.setup.state_dir, index, attempt).into_string(),
+                        outputs: job.outputs.clone(),
+                        token: slot == Slot::Taken && tokens,
+                    });
+                    self.send(inner, index, &order);
+                }
+                Action::Finish { index, code } => {
+                    self.send(inner, index, &ToLauncher::Finish { code })
+                }
+                Action::Cancel { index, signal } => {
+                    self.send(inner, index, &ToLauncher::Cancel { signal })
+                }
+                Action::Request(n) => {
+                    if let Some(s) = &*supply {
+                        s.request(n);
+                    }
+                }
+                Action::Release(n) => {
+                    for _ in 0..n {
+                        if let Some(s) = &*supply {
+                            s.release();
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn send(&self, inner: &Inner, index: usize, message: &ToLauncher) {
+        if let Some(Some(conn)) = inner.conns.get(index) {
+            // A launcher that cannot be reached is gone; its reader says so to the core.
+            let _ = proto::send(conn, message);
+        }
+    }
+}
+
+/// Where attempt `attempt` of job `index` writes its stderr.
+pub fn stderr_file(state_dir: &camino::Utf8Path, index: usize, attempt: usize) -> Utf8PathBuf {
+    state_dir
+        .join("jobs")
+        .join(format!("{index}.{attempt}.stderr"))
+}
+
+/// The scheduler at work: accepts launchers and answers them until `finish`.
+pub struct Server {
+    shared: Arc<Shared>,
+    accept: Option<JoinHandle<()>>,
+    pump: Option<JoinHandle<()>>,
+}
+
+impl Server {
+    /// Listens in the private directory and starts taking slots as launchers ask.
+    pub fn start(
+        setup: Setup,
+        supply: Supply,
+        arrivals: mpsc::Receiver<Arrival>,
+    ) -> std::io::Result<Server> {
+        let listener = proto::listen(&setup.state_dir)?;
+        let n = setup.file.jobs.len();
+        let core = Core::new(setup.cost.clone(), &setup.policy);
+        let shared = Arc::new(Shared {
+            inner: Mutex::new(Inner {
+                core,
+                conns: vec![None; n],
+                open: 0,
+                first_hello: None,
+                warnings: Vec::new(),
+            }),
+            closed: Condvar::new(),
+            supply: Mutex::new(Some(supply)),
+            setup,
+            stopping: AtomicBool::new(false),
+        });
+        let s = shared.clone();
+        let accept = std::thread::Builder::new()
+            .name("accept".into())
+            .spawn(move || accept_loop(&s, &listener))?;
+        let s = shared.clone();
+        let pump = std::thread::Builder::new()
+            .name("slots".into())
+            .spawn(move || {
+                for arrival in arrivals {
+                    let mut inner = s.lock();
+                    let actions = match arrival {
+                        Arrival::Slot => inner.core.slot_arrived(),
+                        Arrival::Failed(why) => {
+                            inner.warnings.push(format!(
+                                "{why}; running up to {} jobs at once",
+                                s.setup.parallelism
+                            ));
+                            inner.core.supply_failed(s.setup.parallelism)
+                        }
+                    };
+                    s.apply(&mut inner, actions);
+                }
+            })?;
+        Ok(Server {
+            shared,
+            accept: Some(accept),
+            pump: Some(pump),
+        })
+    }
+
+    /// A function that cancels the run (see `cancel`), for a signal handler; it does nothing
+    /// once the server is finished.
+    pub fn canceller(&self) -> impl Fn(i32) + Send + 'static {
+        let weak = Arc::downgrade(&self.shared);
+        move |signal| {
+            if let Some(shared) = weak.upgrade() {
+                let mut inner = shared.lock();
+                let actions = inner.core.cancel(signal);
+                shared.apply(&mut inner, actions);
+            }
+        }
+    }
+
+    /// A function that tells (running, done) jobs, for the progress line.
+    pub fn counter(&self) -> impl Fn() -> (usize, usize) + Send + 'static {
+        let weak = Arc::downgrade(&self.shared);
+        move || weak.upgrade().map_or((0, 0), |s| s.lock().core.counts())
+    }
+
+    /// Cancels the run: nothing more starts, and every running command gets `signal`.
+    pub fn cancel(&self, signal: i32) {
+        let mut inner = self.shared.lock();
+        let actions = inner.core.cancel(signal);
+        self.shared.apply(&mut inner, actions);
+    }
+
+    /// Waits until every launcher has gone, or `limit` has passed; true when all have.
+    pub fn wait_for_launchers(&self, limit: Duration) -> bool {
+        let until = Instant::now() + limit;
+        let mut inner = self.shared.lock();
+        while inner.open > 0 {
+            let now = Instant::now();
+            if now >= until {
+                return false;
+            }
+            inner = self
+                .shared
+                .closed
+                .wait_timeout(inner, until - now)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        true
+    }
+
+    /// Stops listening and taking slots; returns each job's record and the warnings to print.
+    /// Jobserver tokens held by launchers still running are left to them to give back.
+    pub fn finish(mut self) -> (Vec<Record>, Vec<String>) {
+        self.shared.stopping.store(true, AtomicOrdering::SeqCst);
+        // Wake the accept loop with a connection of our own.
+        let _ = proto::connect(&self.shared.setup.state_dir);
+        if let Some(t) = self.accept.take() {
+            let _ = t.join();
+        }
+        let (records, warnings, handed) = {
+            let inner = self.shared.lock();
+            (
+                inner.core.records().to_vec(),
+                inner.warnings.clone(),
+                inner.core.running_on_taken(),
+            )
+        };
+        let supply = self
+            .shared
+            .supply
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(supply) = supply {
+            for _ in 0..handed {
+                supply.hand_over();
+            }
+            // Its helper holds the sender: the pump ends with it.
+            supply.stop();
+        }
+        if let Some(t) = self.pump.take() {
+            let _ = t.join();
+        }
+        (records, warnings)
+    }
+}
+
+fn accept_loop(shared: &Arc<Shared>, listener: &UnixListener) {
+    for stream in listener.incoming() {
+        if shared.stopping.load(AtomicOrdering::SeqCst) {
+            return;
+        }
+        let Ok(stream) = stream else { continue };
+        shared.lock().open += 1;
+        let s = shared.clone();
+        let spawned = std::thread::Builder::new()
+            .name("launcher".into())
+            .spawn(move || {
+                serve(&s, stream);
+                let mut inner = s.lock();
+                inner.open -= 1;
+                s.closed.notify_all();
+            });
+        if spawned.is_err() {
+            let mut inner = shared.lock();
+            inner.open -= 1;
+        }
+    }
+}
+
+/// Serves one launcher until it goes away.
+fn serve(shared: &Arc<Shared>, stream: UnixStream) {
+    let Ok(writer) = stream.try_clone() else {
+        return;
+    };
+    let writer = Arc::new(writer);
+    let mut reader = BufReader::new(stream);
+    let Ok(Some(ToRun::Hello { index, .. })) = proto::receive::<ToRun>(&mut reader) else {
+        return;
+    };
+    {
+        let mut inner = shared.lock();
+        if index >= inner.conns.len() || inner.conns[index].is_some() {
+            let _ = proto::send(&writer, &ToLauncher::Finish { code: 1 });
+            inner.warnings.push(format!(
+                "a launcher asked for job {index}, which has no launcher to wait for"
+            ));
+            return;
+        }
+        inner.conns[index] = Some(writer.clone());
+        if inner.first_hello.is_none() {
+            inner.first_hello = Some(Instant::now());
+            let s = shared.clone();
+            let _ = std::thread::Builder::new()
+                .name("gather".into())
+                .spawn(move || {
+                    std::thread::sleep(GATHER);
+                    let mut inner = s.lock();
+                    let actions = inner.core.gathered();
+                    s.apply(&mut inner, actions);
+                });
+        }
+        let actions = inner.core.hello(index).unwrap_or_default();
+        shared.apply(&mut inner, actions);
+    }
+    while let Ok(Some(message)) = proto::receive::<ToRun>(&mut reader) {
+        if let ToRun::Exited(status) = message {
+            let problem = if status.success() {
+                output::first_problem(&shared.setup.cwd, &shared.setup.file.jobs[index].outputs)
+            } else {
+                Some(status.describe())
+            };
+            let mut inner = shared.lock();
+            let actions = inner.core.exited(index, status, problem);
+            shared.apply(&mut inner, actions);
+        }
+    }
+    let mut inner = shared.lock();
+    inner.conns[index] = None;
+    let actions = inner.core.gone(index);
+    shared.apply(&mut inner, actions);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(code: i32) -> Status {
+        Status {
+            code: Some(code),
+            signal: None,
+            spawn_error: None,
+            start: 0.0,
+            end: 1.0,
+        }
+    }
+
+    fn policy(own: usize, can_grow: bool, expected: usize) -> Policy {
+        Policy {
+            wrapped: false,
+            fallback: false,
+            expected,
+            own,
+            can_grow,
+        }
+    }
+
+    fn runs(actions: &[Action]) -> Vec<usize> {
+        actions
+            .iter()
+            .filter_map(|a| match a {
+                Action::Run { index, .. } => Some(*index),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_costliest_ready_job_gets_each_slot() {
+        let mut core = Core::new(vec![1.0, 5.0, 3.0, 5.0], &policy(1, true, 4));
+        let mut asked = 0;
+        for i in 0..4 {
+            let a = core.hello(i).unwrap();
+            for action in &a {
+                if let Action::Request(n) = action {
+                    asked += n;
+                }
+            }
+            if i < 3 {
+                assert!(runs(&a).is_empty(), "gathering: {a:?}");
+            } else {
+                // All four connected: the own slot goes to the costliest (ties: lower index).
+                assert_eq!(runs(&a), [1]);
+            }
+        }
+        assert_eq!(
+            asked, 3,
+            "the three others wait for slots asked of the supply"
+        );
+        assert_eq!(runs(&core.slot_arrived()), [3]);
+        assert_eq!(runs(&core.exited(1, status(0), None)), [2]);
+        assert_eq!(runs(&core.slot_arrived()), [0]);
+        // Nothing waits any more: the last slot to arrive goes back.
+        let a = core.exited(3, status(0), None);
+        assert!(a.contains(&Action::Release(1)), "{a:?}");
+        assert!(core.hello(3).is_none(), "one launcher per job");
+    }
+
+    #[test]
+    fn gathering_ends_after_its_time_even_if_launchers_are_missing() {
+        let mut core = Core::new(vec![1.0, 2.0], &policy(1, false, 2));
+        assert!(runs(&core.hello(0).unwrap()).is_empty());
+        assert_eq!(runs(&core.gathered()), [0]);
+    }
+
+    #[test]
+    fn a_failure_through_the_wrapper_runs_again_locally_on_the_same_slot() {
+        let mut p = policy(1, false, 1);
+        p.wrapped = true;
+        p.fallback = true;
+        let mut core = Core::new(vec![1.0], &p);
+        let a = core.hello(0).unwrap();
+        assert_eq!(
+            a,
+            [Action::Run {
+                index: 0,
+                wrapped: true,
+                slot: Slot::Own,
+                attempt: 0
+            }]
+        );
+        let a = core.exited(0, status(0), Some("it wrote an empty a.o".into()));
+        assert_eq!(
+            a,
+            [Action::Run {
+                index: 0,
+                wrapped: false,
+                slot: Slot::Own,
+                attempt: 1
+            }]
+        );
+        let a = core.exited(0, status(2), Some("exit status 2".into()));
+        assert_eq!(a, [Action::Finish { index: 0, code: 2 }]);
+        assert_eq!(core.records()[0].ran(), Ran::Fallback);
+    }
+
+    #[test]
+    fn cancelling_finishes_waiting_launchers_and_stops_running_commands() {
+        let mut core = Core::new(vec![1.0, 2.0, 3.0], &policy(1, true, 1));
+        core.hello(0);
+        core.hello(1);
+        let a = core.cancel(15);
+        assert!(a.contains(&Action::Cancel {
+            index: 0,
+            signal: 15
+        }));
+        assert!(a.contains(&Action::Finish {
+            index: 1,
+            code: 143
+        }));
+        assert_eq!(
+            core.hello(2),
+            Some(vec![Action::Finish {
+                index: 2,
+                code: 143
+            }])
+        );
+        // A slot that arrives now is given straight back.
+        assert_eq!(core.slot_arrived(), [Action::Release(1)]);
+        core.exited(0, status(143), Some("killed".into()));
+        assert_eq!(core.records()[1].ran(), Ran::NotRun);
+    }
+
+    #[test]
+    fn a_launcher_that_dies_frees_its_slot() {
+        let mut core = Core::new(vec![2.0, 1.0], &policy(1, false, 1));
+        assert_eq!(runs(&core.hello(0).unwrap()), [0]);
+        assert!(runs(&core.hello(1).unwrap()).is_empty());
+        assert_eq!(runs(&core.gone(0)), [1]);
+        assert_eq!(core.records()[0].ran(), Ran::NotRun);
+    }
+}

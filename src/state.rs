@@ -1,0 +1,232 @@
+//! State: a run's private directory — what lives where in it, who owns it, what is left of
+//! runs that died — and the records of how each job ran.
+//!
+//! It knows the directory's layout and the owner lock (held for the run's whole life, so a
+//! later run can tell a dead run's directory from a live one); it does not run anything or
+//! decide what failed.
+
+use camino::{Utf8Path, Utf8PathBuf};
+use serde::{Deserialize, Serialize};
+use std::fs::{self, File};
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// The prefix of every run's private directory in TMPDIR.
+pub const PREFIX: &str = "dtlto-bridge-";
+const OWNER: &str = "owner.lock";
+
+/// A run's private directory; removed when dropped, unless kept.
+pub struct StateDir {
+    dir: Utf8PathBuf,
+    temp: Option<tempfile::TempDir>,
+    /// Locked while the run lives; the kernel drops the lock when the run dies.
+    _owner: File,
+}
+
+impl StateDir {
+    /// Creates a private directory (mode 0700) in TMPDIR and takes its owner lock.
+    pub fn create() -> Result<StateDir, String> {
+        let temp = tempfile::Builder::new()
+            .prefix(PREFIX)
+            .tempdir()
+            .map_err(|e| format!("create temporary directory: {e}"))?;
+        let dir = Utf8PathBuf::from_path_buf(temp.path().to_path_buf())
+            .map_err(|p| format!("use temporary directory {}: not UTF-8", p.display()))?;
+        // Locked under another name first, so a scan never finds the lock file unlocked.
+        let new = dir.join("owner.lock.new");
+        let owner = File::create(&new).map_err(|e| format!("create {new}: {e}"))?;
+        owner.lock().map_err(|e| format!("lock {new}: {e}"))?;
+        fs::rename(&new, dir.join(OWNER)).map_err(|e| format!("rename {new}: {e}"))?;
+        fs::create_dir(dir.join("jobs")).map_err(|e| format!("create {dir}/jobs: {e}"))?;
+        Ok(StateDir {
+            dir,
+            temp: Some(temp),
+            _owner: owner,
+        })
+    }
+
+    pub fn path(&self) -> &Utf8Path {
+        &self.dir
+    }
+
+    /// The build tool's combined stdout and stderr.
+    pub fn tool_log(&self) -> Utf8PathBuf {
+        self.dir.join("tool.log")
+    }
+
+    /// Where job N's stderr goes.
+    pub fn stderr(&self, index: usize) -> Utf8PathBuf {
+        stderr_path(&self.dir, index)
+    }
+
+    /// Keeps the directory after the run, and returns its path; a later run never removes it.
+    pub fn keep(mut self) -> Utf8PathBuf {
+        let _ = fs::remove_file(self.dir.join(OWNER));
+        if let Some(t) = self.temp.take() {
+            let _ = t.keep();
+        }
+        self.dir.clone()
+    }
+}
+
+/// Where job N's stderr goes in the private directory `dir`.
+pub fn stderr_path(dir: &Utf8Path, index: usize) -> Utf8PathBuf {
+    dir.join("jobs").join(format!("{index}.stderr"))
+}
+
+/// Removes the private directories that runs of this user left in `tmp` when they died
+/// (`kill -9`, the OOM killer): those whose owner lock nobody holds. Best effort.
+pub fn remove_dead(tmp: &Path) {
+    let Ok(entries) = fs::read_dir(tmp) else {
+        return;
+    };
+    // SAFETY: getuid has no preconditions.
+    let uid = unsafe { libc::getuid() };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        if !name.to_string_lossy().starts_with(PREFIX) {
+            continue;
+        }
+        let path = entry.path();
+        let Ok(meta) = fs::symlink_metadata(&path) else {
+            continue;
+        };
+        if !meta.is_dir() || meta.uid() != uid {
+            continue;
+        }
+        let Ok(lock) = File::open(path.join(OWNER)) else {
+            continue;
+        };
+        if lock.try_lock().is_ok() {
+            let _ = fs::remove_dir_all(&path);
+        }
+    }
+}
+
+/// Seconds since the Unix epoch.
+pub fn now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or_default()
+}
+
+/// How one run of a job's command ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Status {
+    /// Exit code, when the command exited.
+    pub code: Option<i32>,
+    /// Signal number, when a signal ended it.
+    pub signal: Option<i32>,
+    /// Why the command could not be started at all.
+    pub spawn_error: Option<String>,
+    /// Seconds since the Unix epoch.
+    pub start: f64,
+    pub end: f64,
+}
+
+impl Status {
+    pub fn success(&self) -> bool {
+        self.code == Some(0)
+    }
+
+    /// "exit status 1", "killed by signal 9", "could not start: ...".
+    pub fn describe(&self) -> String {
+        match (&self.spawn_error, self.code, self.signal) {
+            (Some(e), _, _) => format!("could not start: {e}"),
+            (None, Some(code), _) => format!("exit status {code}"),
+            (None, None, Some(sig)) => format!("killed by signal {sig}"),
+            (None, None, None) => "ended without a status".to_string(),
+        }
+    }
+
+    /// The code a launcher exits with for this status, as a shell would report it.
+    pub fn exit_code(&self) -> i32 {
+        match (&self.spawn_error, self.code, self.signal) {
+            (Some(_), _, _) => 127,
+            (None, Some(code), _) => code,
+            (None, None, Some(sig)) => 128 + sig,
+            (None, None, None) => 1,
+        }
+    }
+}
+
+/// Where a job ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ran {
+    /// It never finished (not started, cancelled, or its launcher died).
+    NotRun,
+    Local,
+    Wrapper,
+    /// Through the wrapper first, which failed; then locally.
+    Fallback,
+}
+
+impl Ran {
+    pub fn name(self) -> &'static str {
+        match self {
+            Ran::NotRun => "not run",
+            Ran::Local => "local",
+            Ran::Wrapper => "wrapper",
+            Ran::Fallback => "fallback",
+        }
+    }
+}
+
+/// Why a job ran a second time, locally, and what the first run said.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Fallback {
+    pub reason: String,
+    pub stderr: String,
+}
+
+/// What became of one job, as the run concludes.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    pub index: usize,
+    /// The last run of its command; None when it never finished.
+    pub status: Option<Status>,
+    /// When its first run started (the fallback's run ends the job).
+    pub start: Option<f64>,
+    pub ran: Ran,
+    pub fallback: Option<Fallback>,
+    /// What the last run wrote to stderr.
+    pub stderr: String,
+    /// What was wrong with the last run, checked as it ended: its status, or an output missing,
+    /// empty or cut short.
+    pub problem: Option<String>,
+}
+
+impl Outcome {
+    pub fn ok(&self) -> bool {
+        self.status.is_some() && self.problem.is_none()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_dead_runs_directory_is_removed_and_a_live_or_kept_one_is_not() {
+        let tmp = tempfile::tempdir().unwrap();
+        let make = || {
+            let t = tempfile::Builder::new()
+                .prefix(PREFIX)
+                .tempdir_in(tmp.path())
+                .unwrap();
+            t.keep()
+        };
+        let dead = make();
+        File::create(dead.join(OWNER)).unwrap();
+        let live = make();
+        let held = File::create(live.join(OWNER)).unwrap();
+        held.lock().unwrap();
+        let kept = make(); // no owner lock: kept, or a test root
+        remove_dead(tmp.path());
+        assert!(!dead.exists());
+        assert!(live.exists());
+        assert!(kept.exists());
+    }
+}
