@@ -64,32 +64,37 @@ pub fn main(dir: &Utf8Path, index: usize) -> i32 {
         let _ = orders.send(Event::RunGone);
     });
 
-    // The command running now, if any: its outputs, and whether it holds a jobserver token.
-    let mut running: Option<proto::Run> = None;
+    // The last command it was told to run, until the run says how the job ends; whether that
+    // command still runs; whether the job holds a jobserver token.
+    let mut last: Option<proto::Run> = None;
+    let mut running = false;
     let mut token = false;
     for event in rx.iter() {
         match event {
             Event::Order(ToLauncher::Run(run)) => {
                 token |= run.token;
-                start(&run, &watch, &tx);
-                running = Some(run);
+                running = start(&run, &watch, &tx);
+                last = Some(run);
             }
             Event::Exited(status) => {
-                running = None;
+                running = false;
                 if proto::send(&stream, &ToRun::Exited(status)).is_err() {
-                    return abandon(&watch, &rx, None, token);
+                    return abandon(&watch, &rx, last.as_ref(), false, token);
                 }
             }
             Event::Order(ToLauncher::Finish { code }) => return code,
             Event::Order(ToLauncher::Cancel { signal }) => watch.signal_all(signal),
-            Event::RunGone => return abandon(&watch, &rx, running.as_ref(), token),
+            // A report may have gone into the socket of a run that was dying (its threads end
+            // one by one): without an answer, the job's outputs are of no use to anyone.
+            Event::RunGone => return abandon(&watch, &rx, last.as_ref(), running, token),
         }
     }
     1
 }
 
-/// Starts the command; its end arrives as `Event::Exited`, a failure to start too.
-fn start(run: &proto::Run, watch: &Watch, events: &mpsc::Sender<Event>) {
+/// Starts the command; its end arrives as `Event::Exited`, a failure to start too. Returns
+/// whether it started.
+fn start(run: &proto::Run, watch: &Watch, events: &mpsc::Sender<Event>) -> bool {
     let started = now();
     let spawned = File::create(&run.stderr).and_then(|stderr| {
         let mut cmd = Command::new(&run.argv[0]);
@@ -103,6 +108,7 @@ fn start(run: &proto::Run, watch: &Watch, events: &mpsc::Sender<Event>) {
             &process::Options {
                 group: true,
                 parent_death: libc::SIGKILL,
+                forward: true,
             },
         )
     });
@@ -133,6 +139,7 @@ fn start(run: &proto::Run, watch: &Watch, events: &mpsc::Sender<Event>) {
                 };
                 let _ = events.send(Event::Exited(status));
             });
+            true
         }
         Err(e) => {
             let _ = events.send(Event::Exited(Status {
@@ -142,6 +149,7 @@ fn start(run: &proto::Run, watch: &Watch, events: &mpsc::Sender<Event>) {
                 start: started,
                 end: now(),
             }));
+            false
         }
     }
 }
@@ -150,20 +158,23 @@ fn run_name(argv: &[String]) -> &str {
     argv.first().map_or("the command", String::as_str)
 }
 
-/// The run is gone: stop the command (SIGTERM, then SIGKILL), remove what it may have written,
-/// give the token back, and exit non-zero.
+/// The run is gone before it said how the job ends: stop the command if it still runs
+/// (SIGTERM, then SIGKILL), remove what it may have written, give the token back, and exit
+/// non-zero.
 fn abandon(
     watch: &Watch,
     events: &mpsc::Receiver<Event>,
-    running: Option<&proto::Run>,
+    run: Option<&proto::Run>,
+    still_running: bool,
     token: bool,
 ) -> i32 {
-    if let Some(run) = running {
-        watch.signal_all(libc::SIGTERM);
-        let ended = wait_exit(events, Duration::from_secs(2));
-        if !ended {
-            watch.signal_all(libc::SIGKILL);
-            wait_exit(events, Duration::from_secs(5));
+    if let Some(run) = run {
+        if still_running {
+            watch.signal_all(libc::SIGTERM);
+            if !wait_exit(events, Duration::from_secs(2)) {
+                watch.signal_all(libc::SIGKILL);
+                wait_exit(events, Duration::from_secs(5));
+            }
         }
         crate::output::remove(std::path::Path::new("."), &run.outputs);
     }

@@ -30,8 +30,9 @@ struct Shared {
     hook: Mutex<Option<Hook>>,
     /// Set once the process is about to exit: a signal then ends it at once.
     exiting: AtomicBool,
-    /// Live children to pass signals on to: a pid, or `-pgid` for a whole group.
-    targets: Mutex<Vec<i32>>,
+    /// Live children: a pid, or `-pgid` for a whole group, and whether signals are passed on
+    /// to it as they arrive.
+    targets: Mutex<Vec<(i32, bool)>>,
 }
 
 /// Watches for the cancelling signals for as long as the process lives.
@@ -60,8 +61,10 @@ impl Watch {
                         hook(sig);
                     }
                     let targets = s.targets.lock().unwrap_or_else(|e| e.into_inner());
-                    for &t in targets.iter() {
-                        send(t, sig);
+                    for &(t, forward) in targets.iter() {
+                        if forward {
+                            send(t, sig);
+                        }
                     }
                 }
             })?;
@@ -92,37 +95,29 @@ impl Watch {
         self.received()
     }
 
-    /// Passes signals on to `target` (a pid, or `-pgid`) until `forget`; a signal that came
-    /// before is passed on at once.
-    fn register(&self, target: i32) {
-        let mut targets = self
-            .shared
+    fn targets(&self) -> std::sync::MutexGuard<'_, Vec<(i32, bool)>> {
+        self.shared
             .targets
             .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        targets.push(target);
-        if let Some(sig) = self.received() {
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Knows `target` (a pid, or `-pgid`) as a live child until `forget`; with `forward`,
+    /// passes signals on to it, a signal that came before at once.
+    fn register(&self, target: i32, forward: bool) {
+        self.targets().push((target, forward));
+        if let (Some(sig), true) = (self.received(), forward) {
             send(target, sig);
         }
     }
 
     fn forget(&self, target: i32) {
-        let mut targets = self
-            .shared
-            .targets
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        targets.retain(|&t| t != target);
+        self.targets().retain(|&(t, _)| t != target);
     }
 
-    /// Sends `sig` to every child not reaped yet (each is registered until then).
+    /// Sends `sig` to every child not reaped yet (each is known until then).
     pub fn signal_all(&self, sig: i32) {
-        let targets = self
-            .shared
-            .targets
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        for &t in targets.iter() {
+        for &(t, _) in self.targets().iter() {
             send(t, sig);
         }
     }
@@ -149,6 +144,8 @@ pub struct Options {
     pub group: bool,
     /// The signal the child gets when the thread that started it ends (this process dies).
     pub parent_death: i32,
+    /// Whether the cancelling signals this process gets are passed on to the child.
+    pub forward: bool,
 }
 
 /// Starts `cmd` so that it gets `opts.parent_death` when this thread ends, however it ends
@@ -177,7 +174,7 @@ pub fn spawn(cmd: &mut Command, watch: &Watch, opts: &Options) -> io::Result<Sup
     let child = cmd.spawn()?;
     let pid = child.id() as i32;
     let target = if opts.group { -pid } else { pid };
-    watch.register(target);
+    watch.register(target, opts.forward);
     Ok(Supervised { child, target })
 }
 
@@ -232,10 +229,11 @@ mod tests {
             &Options {
                 group: true,
                 parent_death: libc::SIGKILL,
+                forward: true,
             },
         )
         .unwrap();
-        let target = child.target;
+        let target = (child.target, true);
         assert!(watch.shared.targets.lock().unwrap().contains(&target));
         assert!(child.wait(&watch).unwrap().success());
         assert!(!watch.shared.targets.lock().unwrap().contains(&target));

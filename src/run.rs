@@ -32,6 +32,8 @@ use std::time::Duration;
 const WAITING: usize = 64;
 /// How long settling waits for launchers to go after the build tool is gone.
 const LAUNCHERS_GONE: Duration = Duration::from_secs(5);
+/// How long the build tool has to stop by itself after a cancelling signal.
+const TOOL_STOPS: Duration = Duration::from_secs(5);
 
 /// Reads, parses and checks a job file; every problem is bad input.
 fn load(path: &Utf8Path, cwd: &str) -> Result<JobFile, Fail> {
@@ -339,7 +341,20 @@ fn execute(p: &mut Prepared<'_>, watch: &Watch) -> Result<Executed, Fail> {
     };
     let server = Server::start(setup, supply, rx)
         .map_err(|e| Fail::environment(format!("listen for job launchers: {e}")))?;
-    watch.on_signal(server.canceller());
+    // A signal cancels through the launchers: each stops its job and exits non-zero, and the
+    // build tool stops as for a failed job. Signalled itself, ninja or make would remove the
+    // outputs of jobs that finished but whose launchers had not exited yet. Only a tool that
+    // is still there after a while gets SIGTERM.
+    let cancel = server.canceller();
+    let escalate = watch.clone();
+    watch.on_signal(move |sig| {
+        cancel(sig);
+        let watch = escalate.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(TOOL_STOPS);
+            watch.signal_all(libc::SIGTERM);
+        });
+    });
 
     let start = state::now();
     let progress = crate::progress::Progress::start(
@@ -353,6 +368,7 @@ fn execute(p: &mut Prepared<'_>, watch: &Watch) -> Result<Executed, Fail> {
         &process::Options {
             group: true,
             parent_death: libc::SIGTERM,
+            forward: false,
         },
     )
     .and_then(|child| child.wait(watch))

@@ -2,9 +2,9 @@
 
 mod common;
 
-use common::{assert_linked, require, stderr, wait_for, Space, BRIDGE};
+use common::{alive, assert_linked, require, stderr, wait_for, Space, BRIDGE};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 const HELLO: &str = "hello from dtlto-bridge: add=5 mul=20 square=36\n";
@@ -134,14 +134,19 @@ fn a_job_failing_without_a_wrapper_is_not_retried() {
 }
 
 /// Jobs that record their pid, write a partial output, then hang.
+/// Three jobs that record their pid, write a partial output and a temporary as clang names them,
+/// then hang; and one that finishes at once (its output must survive a cancelled run: with
+/// --save-temps lld keeps it).
 fn hanging_jobs(s: &Space) {
-    let hang = "echo $$ >> pids; echo partial > \"$0\"; exec sleep 60";
-    let jobs: Vec<serde_json::Value> = (0..3)
+    let hang = "echo $$ >> pids; echo partial > \"$0\"; : > \"${0%.o}-0badcafe.o.tmp\"; \
+                exec sleep 60";
+    let mut jobs: Vec<serde_json::Value> = (0..3)
         .map(|i| {
             let out = format!("out{i}.o");
             serde_json::json!({"args": ["-c", hang, out], "inputs": [], "outputs": [out]})
         })
         .collect();
+    jobs.push(serde_json::json!({"args": ["-c", "echo done > done.o"], "inputs": [], "outputs": ["done.o"]}));
     s.write(
         "hang.json",
         &serde_json::json!({"common": {"linker_output": "p", "args": ["sh"], "inputs": []}, "jobs": jobs})
@@ -149,21 +154,11 @@ fn hanging_jobs(s: &Space) {
     );
 }
 
-fn alive(pid: i32) -> bool {
-    // A zombie still answers kill(0); ask ps for the state instead.
-    let out = Command::new("ps")
-        .args(["-o", "stat=", "-p", &pid.to_string()])
-        .output()
-        .unwrap();
-    let stat = String::from_utf8_lossy(&out.stdout);
-    !stat.trim().is_empty() && !stat.starts_with('Z')
-}
-
 /// Sends `sig` to dtlto-bridge alone, or to its whole process group (Ctrl-C at a terminal).
 fn cancel(backend: &str, sig: i32, group: bool) {
     let s = Space::new();
     hanging_jobs(&s);
-    let mut cmd = s.bridge(&[backend, "--jobs=3", "hang.json"]);
+    let mut cmd = s.bridge(&[backend, "--jobs=4", "hang.json"]);
     cmd.stdout(Stdio::null()).stderr(Stdio::piped());
     if group {
         use std::os::unix::process::CommandExt;
@@ -171,8 +166,11 @@ fn cancel(backend: &str, sig: i32, group: bool) {
     }
     let child: Child = cmd.spawn().unwrap();
     let pid = child.id() as i32;
-    wait_for("three running jobs", || {
-        s.exists("pids") && s.read("pids").lines().count() == 3
+    wait_for("three running jobs and one done", || {
+        s.exists("pids")
+            && s.read("pids").lines().count() == 3
+            && s.files_matching("0badcafe").len() == 3
+            && s.exists("done.o")
     });
     let sent = Instant::now();
     unsafe { libc::kill(if group { -pid } else { pid }, sig) };
@@ -203,7 +201,12 @@ fn cancel(backend: &str, sig: i32, group: bool) {
     assert_eq!(
         s.files_matching("out"),
         Vec::<String>::new(),
-        "partial outputs left"
+        "partial outputs or temporaries left"
+    );
+    assert_eq!(
+        s.read("done.o"),
+        "done\n",
+        "a finished job keeps its output"
     );
     assert!(
         s.leftovers().is_empty(),
@@ -213,10 +216,10 @@ fn cancel(backend: &str, sig: i32, group: bool) {
 }
 
 #[test]
-fn sigint_sigterm_sighup_stop_every_job_and_leave_nothing_behind() {
+fn sigint_sigterm_sighup_sigquit_stop_every_job_and_leave_nothing_behind() {
     require("ninja");
     for backend in ["--backend=ninja", "--backend=make"] {
-        for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT] {
             cancel(backend, sig, false);
         }
         cancel(backend, libc::SIGINT, true);
@@ -252,7 +255,7 @@ fn real_distcc_runs_backend_jobs_locally_and_dtlto_bridge_warns() {
     let inputs = s.hello();
     let port = free_port();
     let log = s.path("distccd.log");
-    let mut cmd = Command::new(distccd);
+    let mut cmd = s.program(&distccd, &[]);
     cmd.args([
         "--daemon",
         "--no-detach",

@@ -167,11 +167,10 @@ fn a_terminal_gets_a_progress_line() {
         &serde_json::json!({"common": {"linker_output": "p", "args": ["sh"], "inputs": []}, "jobs": jobs})
             .to_string(),
     );
-    let out = s.ok(std::process::Command::new(script)
-        .current_dir(&s.dir)
-        .env("DTLTO_BRIDGE_HOST_POOL", s.tmp.with_file_name("pool"))
-        .env("DTLTO_BRIDGE_HISTORY", s.tmp.with_file_name("history"))
-        .args(["-qec", &format!("'{BRIDGE}' --jobs=1 j.json"), "/dev/null"]));
+    let out = s.ok(&mut s.program(
+        &script,
+        &["-qec", &format!("'{BRIDGE}' --jobs=1 j.json"), "/dev/null"],
+    ));
     let screen = String::from_utf8_lossy(&out.stdout);
     assert!(
         screen.contains("dtlto-bridge: [0/3] running 1, ETA --"),

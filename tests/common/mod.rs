@@ -10,6 +10,64 @@ use std::process::{Command, Output};
 
 pub const BRIDGE: &str = env!("CARGO_BIN_EXE_dtlto-bridge");
 
+/// Removes from `cmd`'s environment everything of the developer's that would change what
+/// dtlto-bridge or make does: `DTLTO_BRIDGE_*`, jobservers, and make's flags.
+pub fn isolate(cmd: &mut Command) -> &mut Command {
+    for (k, _) in std::env::vars_os() {
+        let k = k.to_string_lossy();
+        if k.starts_with("DTLTO_BRIDGE_")
+            || k.contains("MAKEFLAGS")
+            || k == "MFLAGS"
+            || k == "MAKELEVEL"
+        {
+            cmd.env_remove(&*k);
+        }
+    }
+    cmd
+}
+
+/// One job running `sh -c SCRIPT` with these inputs and outputs.
+pub fn sh_job<S: AsRef<str>>(script: &str, inputs: &[S], outputs: &[S]) -> serde_json::Value {
+    let strings = |v: &[S]| v.iter().map(|s| s.as_ref().to_string()).collect::<Vec<_>>();
+    serde_json::json!({"args": ["-c", script], "inputs": strings(inputs), "outputs": strings(outputs)})
+}
+
+/// A current-schema job file of these jobs, run by `sh`.
+pub fn job_file(jobs: Vec<serde_json::Value>) -> String {
+    serde_json::json!({
+        "common": {"linker_output": "prog", "args": ["sh"], "inputs": []},
+        "jobs": jobs,
+    })
+    .to_string()
+}
+
+/// A job file whose jobs are `sh -c SCRIPT` with the given inputs and outputs.
+pub fn sh_jobs(list: &[(&str, &[&str], &[&str])]) -> String {
+    job_file(list.iter().map(|(s, i, o)| sh_job(s, i, o)).collect())
+}
+
+/// Live processes (not zombies) whose command line contains `text`, as (pid, command line).
+pub fn processes_with(text: &str) -> Vec<(i32, String)> {
+    let mut found = Vec::new();
+    for e in fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(cmdline) = fs::read(e.path().join("cmdline")) else {
+            continue;
+        };
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        let zombie = fs::read_to_string(e.path().join("stat"))
+            .ok()
+            .and_then(|s| s.rsplit_once(") ").map(|(_, rest)| rest.starts_with('Z')))
+            .unwrap_or(true);
+        if cmdline.contains(text) && !zombie {
+            found.push((pid, cmdline));
+        }
+    }
+    found
+}
+
 /// Panics, failing the test, when a tool the tests need is not on PATH.
 pub fn require(tool: &str) -> PathBuf {
     which::which(tool).unwrap_or_else(|_| {
@@ -73,16 +131,19 @@ impl Space {
     }
 
     /// Environment shared by every process a test starts here.
-    fn env(&self, cmd: &mut Command) {
-        cmd.current_dir(&self.dir).env("TMPDIR", &self.tmp);
-        for (k, _) in std::env::vars() {
-            if k.starts_with("DTLTO_BRIDGE_") || k.contains("MAKEFLAGS") || k == "MFLAGS" {
-                cmd.env_remove(k);
-            }
-        }
+    pub fn env(&self, cmd: &mut Command) {
+        isolate(cmd).current_dir(&self.dir).env("TMPDIR", &self.tmp);
         // The host-wide pool of this space alone, so tests running at once do not share it.
         cmd.env("DTLTO_BRIDGE_HOST_POOL", self.tmp.with_file_name("pool"));
         cmd.env("DTLTO_BRIDGE_HISTORY", self.tmp.with_file_name("history"));
+    }
+
+    /// Any program, in this space's environment.
+    pub fn program(&self, program: &Path, args: &[&str]) -> Command {
+        let mut cmd = Command::new(program);
+        self.env(&mut cmd);
+        cmd.args(args);
+        cmd
     }
 
     /// dtlto-bridge with these arguments, run in the link directory.
@@ -203,4 +264,11 @@ pub fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
         );
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
+}
+
+/// Whether a process runs (a zombie does not: it only waits to be reaped).
+pub fn alive(pid: i32) -> bool {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    stat.rsplit_once(") ")
+        .is_some_and(|(_, rest)| !rest.starts_with('Z'))
 }
