@@ -1,12 +1,13 @@
 //! Hostile input: the JSON reader never panics, and for paths of any characters the rendered
-//! build files, read back by the real ninja (`-t commands`) and make (`-n`), give exactly the
-//! job commands — or rendering refuses with a message naming what cannot be expressed.
+//! build files, read back by the real ninja (`-t commands`, and `-t query` for each output's
+//! exact inputs) and make (`-n`), give exactly the job commands — or, in a run, exactly the
+//! launcher commands — or rendering refuses with a message naming what cannot be expressed.
 
 mod common;
 
 use common::{require, Space};
 use dtlto_bridge::parse::{parse, Job, JobFile, Schema};
-use dtlto_bridge::render::{render, Format, Options};
+use dtlto_bridge::render::{render, Format, Options, RunHooks};
 use proptest::prelude::*;
 
 /// Characters that break build files and shells, plus ordinary ones and some Unicode.
@@ -61,14 +62,28 @@ fn read_back(s: &Space, format: Format, file: &str) -> Vec<Vec<String>> {
     cmds
 }
 
+/// The inputs ninja read for `output`, in order, from `ninja -t query`.
+fn query_inputs(s: &Space, file: &str, output: &str) -> Vec<String> {
+    let out = s.ok(&mut s.command("ninja", &["-f", file, "-t", "query", output]));
+    let text = String::from_utf8(out.stdout).unwrap();
+    text.lines()
+        .skip_while(|l| !l.starts_with("  input: "))
+        .skip(1)
+        .take_while(|l| l.starts_with("    "))
+        .map(|l| l[4..].to_string())
+        .collect()
+}
+
+// Cases proptest once shrank to are kept in hostile.proptest-regressions and run first.
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 40, failure_persistence: None, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 40, ..ProptestConfig::default() })]
 
     #[test]
     fn rendered_files_read_back_as_exactly_the_job_commands(
         stems in prop::collection::vec(word(), 1..4),
         args in prop::collection::vec(word(), 0..3),
         wrapper in prop::collection::vec(word(), 0..2),
+        run in prop::option::of((word(), word())),
     ) {
         require("ninja");
         require("make");
@@ -77,19 +92,37 @@ proptest! {
         for job in &file.jobs {
             std::fs::write(s.path(&job.inputs[0]), "x").unwrap();
         }
+        // In a run, each job's command is its launcher: `EXE __job DIR N` (with hostile EXE
+        // and DIR); else the wrapper and the job's command.
+        let hooks = run.as_ref().map(|(exe, dir)| RunHooks {
+            state_dir: dir.clone(),
+            launcher: vec![exe.clone(), "__job".into(), dir.clone()],
+        });
         let mut expected: Vec<Vec<String>> = file
             .jobs
             .iter()
-            .map(|j| wrapper.iter().chain(&j.command).cloned().collect())
+            .enumerate()
+            .map(|(i, j)| match &hooks {
+                Some(h) => h.launcher.iter().cloned().chain([i.to_string()]).collect(),
+                None => wrapper.iter().chain(&j.command).cloned().collect(),
+            })
             .collect();
         expected.sort();
-        let opts = Options { wrapper: &wrapper, source: "fuzz.json", run: None, order: None };
+        let opts = Options { wrapper: &wrapper, source: "fuzz.json", run: hooks, order: None };
         for format in [Format::Ninja, Format::Make] {
             match render(format, &file, &opts) {
                 Ok(text) => {
                     let name = format!("fuzz.{}", format.tool());
                     std::fs::write(s.path(&name), text).unwrap();
                     prop_assert_eq!(read_back(&s, format, &name), expected.clone(), "{:?}", format);
+                    if format == Format::Ninja {
+                        for job in &file.jobs {
+                            prop_assert_eq!(
+                                query_inputs(&s, &name, &job.outputs[0]),
+                                job.inputs.clone()
+                            );
+                        }
+                    }
                 }
                 Err(e) => {
                     // Only ninja refuses, and only for '|' in a path.
