@@ -108,21 +108,24 @@ def makespan(durations, slots):
 
 
 def synthetic(tmp, n):
-    """A job file shaped like lld's, with n jobs, 2 inputs + up to 3 imports each."""
+    """A job file shaped like lld's: n jobs, each its module, its index shard and 5 imported
+    modules, lld's common arguments; 100k jobs make about 31 MB of JSON."""
     jobs = []
     for i in range(n):
-        mod = f"src/dir{i % 97}/module_{i}.o"
+        mod = f"dir{i % 97}/mod{i}.o"
+        out = f"dir{i % 97}/mod{i}.{i + 1}.4242.native.o"
         jobs.append({
-            "args": [mod, f"-fthinlto-index={mod}.{i}.99.native.o.thinlto.bc", "-o", f"{mod}.{i}.99.native.o"],
-            "inputs": [mod, f"{mod}.{i}.99.native.o.thinlto.bc"]
-            + [f"src/dir{(i + k) % 97}/module_{(i * 7 + k) % n}.o" for k in range(1, 4)],
-            "outputs": [f"{mod}.{i}.99.native.o"],
+            "args": [mod, f"-fthinlto-index={out}.thinlto.bc", "-o", out],
+            "inputs": [mod, f"{out}.thinlto.bc"]
+            + [f"dir{(i + k) % 97}/mod{(i * 7 + k) % n}.o" for k in range(1, 6)],
+            "outputs": [out],
         })
-    doc = {"common": {"linker_output": "big", "args": ["/usr/lib/llvm-22/bin/clang", "-c", "-O2"],
-                      "inputs": []}, "jobs": jobs}
+    args = ["/usr/lib/llvm-22/bin/clang", "-c", "--target=x86_64-pc-linux-gnu", "-O2", "-faddrsig",
+            "-ffunction-sections", "-fdata-sections", "-fpic", "-Wno-unused-command-line-argument"]
+    doc = {"common": {"linker_output": "big", "args": args, "inputs": []}, "jobs": jobs}
     path = os.path.join(tmp, f"jobs-{n}.json")
     with open(path, "w") as f:
-        json.dump(doc, f)
+        json.dump(doc, f, indent=1)
     return path
 
 

@@ -26,8 +26,10 @@ fn main() {
             s.spawn(|| loop {
                 let i = next.fetch_add(1, Ordering::SeqCst);
                 let Some(job) = file.jobs.get(i) else { break };
-                let ok = Command::new(&job.command[0])
-                    .args(&job.command[1..])
+                let mut words = job.command.words().map(|w| w.as_ref());
+                let program = words.next().expect("a command");
+                let ok = Command::new(program)
+                    .args(words)
                     .status()
                     .is_ok_and(|s| s.success());
                 if !ok {

@@ -12,18 +12,29 @@ use std::fmt::{self, Display, Write};
 /// first word of a line, where the shell would read `a=b` as an assignment.
 fn shell_safe(word: &str, first: bool) -> bool {
     !word.is_empty()
-        && word.bytes().all(|b| {
-            b.is_ascii_alphanumeric()
-                || matches!(
-                    b,
-                    b'_' | b'@' | b'%' | b'+' | b':' | b',' | b'.' | b'/' | b'-'
-                )
-                || (b == b'=' && !first)
-        })
+        && word
+            .bytes()
+            .all(|b| SAFE[usize::from(b)] || (b == b'=' && !first))
 }
 
+/// The bytes a word may hold unquoted (`=` is decided apart, by position).
+const SAFE: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        table[b] = c.is_ascii_alphanumeric()
+            || matches!(
+                c,
+                b'_' | b'@' | b'%' | b'+' | b':' | b',' | b'.' | b'/' | b'-'
+            );
+        b += 1;
+    }
+    table
+};
+
 /// Writes one word for the shell: as it is when safe, else in single quotes (`'` as `'\''`).
-pub fn write_shell_word(out: &mut impl Write, word: &str, first: bool) -> fmt::Result {
+pub fn write_shell_word<W: Write + ?Sized>(out: &mut W, word: &str, first: bool) -> fmt::Result {
     if shell_safe(word, first) {
         return out.write_str(word);
     }
@@ -40,41 +51,70 @@ pub fn write_shell_word(out: &mut impl Write, word: &str, first: bool) -> fmt::R
 }
 
 /// Words quoted for the shell and joined by spaces, as a `Display` that writes without copying.
-pub struct ShellLine<'a, S> {
-    words: &'a [S],
+pub struct ShellLine<I> {
+    words: I,
     /// Whether the first word starts the command line (then `=` in it is quoted too).
     starts_line: bool,
 }
 
-impl<S: AsRef<str>> Display for ShellLine<'_, S> {
+impl<I> Display for ShellLine<I>
+where
+    I: Iterator + Clone,
+    I::Item: AsRef<str>,
+{
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (i, w) in self.words.iter().enumerate() {
-            if i > 0 {
-                f.write_char(' ')?;
-            }
-            write_shell_word(f, w.as_ref(), i == 0 && self.starts_line)?;
-        }
-        Ok(())
+        write_words(f, self.words.clone(), self.starts_line)
     }
 }
 
+/// Writes words quoted for the shell, joined by spaces; `starts_line` as for `line`.
+pub fn write_words<W, I>(out: &mut W, words: I, starts_line: bool) -> fmt::Result
+where
+    W: Write + ?Sized,
+    I: IntoIterator,
+    I::Item: AsRef<str>,
+{
+    for (i, w) in words.into_iter().enumerate() {
+        if i > 0 {
+            out.write_char(' ')?;
+        }
+        write_shell_word(out, w.as_ref(), i == 0 && starts_line)?;
+    }
+    Ok(())
+}
+
 /// Quotes each word for the shell and joins them with spaces; the first word may start a line.
-pub fn shell_line<S: AsRef<str>>(words: &[S]) -> String {
+pub fn shell_line<W>(words: W) -> String
+where
+    W: IntoIterator,
+    W::IntoIter: Clone,
+    W::Item: AsRef<str>,
+{
     line(words).to_string()
 }
 
 /// `shell_line` without the copy.
-pub fn line<S: AsRef<str>>(words: &[S]) -> ShellLine<'_, S> {
+pub fn line<W>(words: W) -> ShellLine<W::IntoIter>
+where
+    W: IntoIterator,
+    W::IntoIter: Clone,
+    W::Item: AsRef<str>,
+{
     ShellLine {
-        words,
+        words: words.into_iter(),
         starts_line: true,
     }
 }
 
 /// Words that continue a command line (none of them starts it).
-pub fn tail<S: AsRef<str>>(words: &[S]) -> ShellLine<'_, S> {
+pub fn tail<W>(words: W) -> ShellLine<W::IntoIter>
+where
+    W: IntoIterator,
+    W::IntoIter: Clone,
+    W::Item: AsRef<str>,
+{
     ShellLine {
-        words,
+        words: words.into_iter(),
         starts_line: false,
     }
 }
@@ -88,8 +128,13 @@ pub fn shell_word(word: &str) -> String {
 
 /// Writes a shell line that may also start a Makefile recipe: make takes a leading `@`, `-` or
 /// `+` (even one that comes from a variable) as a recipe prefix, so such a first word is quoted.
-pub fn write_recipe_line<S: AsRef<str>>(out: &mut impl Write, words: &[S]) -> fmt::Result {
-    let Some((first, rest)) = words.split_first() else {
+pub fn write_recipe_line<W>(out: &mut impl Write, words: W) -> fmt::Result
+where
+    W: IntoIterator,
+    W::Item: AsRef<str>,
+{
+    let mut words = words.into_iter();
+    let Some(first) = words.next() else {
         return Ok(());
     };
     let first = first.as_ref();
@@ -98,7 +143,7 @@ pub fn write_recipe_line<S: AsRef<str>>(out: &mut impl Write, words: &[S]) -> fm
     } else {
         write_shell_word(out, first, true)?;
     }
-    for w in rest {
+    for w in words {
         out.write_char(' ')?;
         write_shell_word(out, w.as_ref(), false)?;
     }
@@ -106,7 +151,11 @@ pub fn write_recipe_line<S: AsRef<str>>(out: &mut impl Write, words: &[S]) -> fm
 }
 
 /// `write_recipe_line` into a new string.
-pub fn shell_line_for_recipe<S: AsRef<str>>(words: &[S]) -> String {
+pub fn shell_line_for_recipe<W>(words: W) -> String
+where
+    W: IntoIterator,
+    W::Item: AsRef<str>,
+{
     let mut s = String::new();
     let _ = write_recipe_line(&mut s, words);
     s
@@ -118,7 +167,7 @@ pub struct Dollars<'a, W: Write>(pub &'a mut W);
 impl<W: Write> Write for Dollars<'_, W> {
     fn write_str(&mut self, s: &str) -> fmt::Result {
         let mut rest = s;
-        while let Some(i) = rest.find('$') {
+        while let Some(i) = memchr::memchr(b'$', rest.as_bytes()) {
             self.0.write_str(&rest[..=i])?;
             self.0.write_char('$')?;
             rest = &rest[i + 1..];
@@ -144,9 +193,18 @@ fn describe(c: char) -> String {
     }
 }
 
-/// The first of the ASCII characters `bad` in `s`: a byte scan, as every path passes here.
+/// The first of the ASCII characters `bad` in `s`: one pass over its bytes.
 fn first_of(s: &str, bad: &[u8]) -> Option<char> {
-    s.bytes().find(|b| bad.contains(b)).map(char::from)
+    let mut table = [false; 256];
+    for &b in bad {
+        table[usize::from(b)] = true;
+    }
+    s.bytes().find(|&b| table[usize::from(b)]).map(char::from)
+}
+
+/// Whether `s` holds a line break or a NUL, which no build file can carry.
+pub fn has_break(s: &str) -> bool {
+    memchr::memchr3(b'\n', b'\r', b'\0', s.as_bytes()).is_some()
 }
 
 /// Why a word cannot be part of a command line in any build file, if it cannot: neither
@@ -157,14 +215,23 @@ pub fn line_problem(word: &str, file: &str) -> Option<String> {
 
 /// Why a path cannot stand on a `build` line of build.ninja, if it cannot.
 pub fn ninja_path_problem(path: &str) -> Option<String> {
-    first_of(path, b"\n\r\0|").map(|c| refuse(path, "build.ninja", c))
+    const BAD: [bool; 256] = {
+        let mut t = [false; 256];
+        t[b'\n' as usize] = true;
+        t[b'\r' as usize] = true;
+        t[0] = true;
+        t[b'|' as usize] = true;
+        t
+    };
+    let c = path.bytes().find(|&b| BAD[usize::from(b)])?;
+    Some(refuse(path, "build.ninja", char::from(c)))
 }
 
 /// Writes a path for a `build` line of build.ninja (checked by `ninja_path_problem`): `$`,
 /// space and `:` take a `$`.
 pub fn write_ninja_path(out: &mut impl Write, path: &str) -> fmt::Result {
     let mut rest = path;
-    while let Some(i) = rest.find(['$', ' ', ':']) {
+    while let Some(i) = rest.bytes().position(|b| NINJA_ESCAPED[usize::from(b)]) {
         out.write_str(&rest[..i])?;
         out.write_char('$')?;
         out.write_str(&rest[i..=i])?;
@@ -172,6 +239,15 @@ pub fn write_ninja_path(out: &mut impl Write, path: &str) -> fmt::Result {
     }
     out.write_str(rest)
 }
+
+/// The bytes that take a `$` in a path of build.ninja.
+const NINJA_ESCAPED: [bool; 256] = {
+    let mut table = [false; 256];
+    table[b'$' as usize] = true;
+    table[b' ' as usize] = true;
+    table[b':' as usize] = true;
+    table
+};
 
 /// A path on a `build` line of build.ninja, or why it cannot be one.
 pub fn ninja_path(path: &str) -> Result<String, String> {
@@ -201,26 +277,51 @@ pub fn ninja_value(value: &str) -> Result<String, String> {
 /// wildcards, with no escape for them that works in prerequisites; the renderer gives a job with
 /// such a path a phony target and quotes the path in the recipe only.
 pub fn make_path_ok(path: &str) -> bool {
-    path.chars().all(|c| {
+    let plain = |c: char| {
         matches!(c, 'a'..='z' | 'A'..='Z' | '0'..='9' | '.' | '_' | '+' | '-' | '/' | ',' | '@'
             | ' ' | ':' | '#' | '$')
-            || (!c.is_ascii() && !c.is_control() && !c.is_whitespace())
-    })
+    };
+    if path.is_ascii() {
+        return path.bytes().all(|b| MAKE_OK[usize::from(b)]);
+    }
+    path.chars()
+        .all(|c| plain(c) || (!c.is_ascii() && !c.is_control() && !c.is_whitespace()))
 }
 
-/// Writes a path make can name (see `make_path_ok`) as a target or prerequisite.
-pub fn write_make_path(out: &mut impl Write, path: &str) -> fmt::Result {
-    for c in path.chars() {
-        match c {
-            ' ' | ':' | '#' => {
-                out.write_char('\\')?;
-                out.write_char(c)?;
-            }
-            '$' => out.write_str("$$")?,
-            c => out.write_char(c)?,
-        }
+/// The ASCII bytes make can name (see `make_path_ok`).
+const MAKE_OK: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut b = 0;
+    while b < 128 {
+        let c = b as u8;
+        table[b] = c.is_ascii_alphanumeric()
+            || matches!(
+                c,
+                b'.' | b'_' | b'+' | b'-' | b'/' | b',' | b'@' | b' ' | b':' | b'#' | b'$'
+            );
+        b += 1;
     }
-    Ok(())
+    table
+};
+
+/// Writes a path make can name (see `make_path_ok`) as a target or prerequisite: space, `:` and
+/// `#` take a backslash, `$` doubles.
+pub fn write_make_path(out: &mut impl Write, path: &str) -> fmt::Result {
+    let mut rest = path;
+    while let Some(i) = rest
+        .bytes()
+        .position(|b| matches!(b, b' ' | b':' | b'#' | b'$'))
+    {
+        out.write_str(&rest[..i])?;
+        out.write_str(match rest.as_bytes()[i] {
+            b' ' => "\\ ",
+            b':' => "\\:",
+            b'#' => "\\#",
+            _ => "$$",
+        })?;
+        rest = &rest[i + 1..];
+    }
+    out.write_str(rest)
 }
 
 /// A path as a GNU make target or prerequisite, if make can express it.
@@ -357,7 +458,7 @@ mod tests {
             (&[], ""),
         ];
         for (words, want) in table {
-            let got = shell_line_for_recipe(words);
+            let got = shell_line_for_recipe(*words);
             assert_eq!(&got, want);
             assert_eq!(shell_words::split(&got).unwrap(), *words);
         }

@@ -42,7 +42,7 @@ pub fn module_key(path: &str) -> &str {
     stripped.unwrap_or(path)
 }
 
-fn module(file: &JobFile, index: usize) -> Option<&str> {
+fn module<'f>(file: &'f JobFile<'_>, index: usize) -> Option<&'f str> {
     file.jobs[index].inputs.first().map(|m| module_key(m))
 }
 
@@ -65,7 +65,7 @@ impl History {
 
     /// Each job's expected cost, in seconds where remembered; others are scaled from their input
     /// bytes at the rate the remembered jobs ran (or left in bytes when none is remembered).
-    pub fn estimate(&self, file: &JobFile, bytes: &[u64]) -> Vec<f64> {
+    pub fn estimate(&self, file: &JobFile<'_>, bytes: &[u64]) -> Vec<f64> {
         let known: Vec<Option<f64>> = (0..file.jobs.len())
             .map(|i| module(file, i).and_then(|m| self.seconds.get(m).copied()))
             .collect();
@@ -89,7 +89,7 @@ impl History {
     /// Folds in the durations of a successful run (an even mix with what was remembered), keeps
     /// only this link's modules, and saves the file whole, so that concurrent links never see
     /// half of it. Then trims the directory to `MAX_FILES` files.
-    pub fn record(&mut self, file: &JobFile, seconds: &[Option<f64>]) -> std::io::Result<()> {
+    pub fn record(&mut self, file: &JobFile<'_>, seconds: &[Option<f64>]) -> std::io::Result<()> {
         let mut next = BTreeMap::new();
         for (i, s) in seconds.iter().enumerate() {
             let Some(m) = module(file, i) else { continue };
@@ -139,7 +139,7 @@ mod tests {
     use super::*;
     use crate::parse::parse;
 
-    fn file(modules: &[&str]) -> JobFile {
+    fn file(modules: &[&str]) -> JobFile<'static> {
         let jobs: Vec<serde_json::Value> = modules
             .iter()
             .enumerate()
@@ -150,6 +150,7 @@ mod tests {
                 .to_string(),
         )
         .unwrap()
+        .into_owned()
     }
 
     #[test]

@@ -45,10 +45,11 @@ pub fn problem(path: &Path) -> Option<Problem> {
 }
 
 /// The first problem among `outputs` (relative to `dir`), described, if any.
-pub fn first_problem(dir: &Path, outputs: &[String]) -> Option<String> {
-    outputs
-        .iter()
-        .find_map(|out| problem(&dir.join(out)).map(|p| p.describe(out)))
+pub fn first_problem<S: AsRef<str>>(dir: &Path, outputs: &[S]) -> Option<String> {
+    outputs.iter().find_map(|out| {
+        let out = out.as_ref();
+        problem(&dir.join(out)).map(|p| p.describe(out))
+    })
 }
 
 /// An ELF file of `len` bytes is cut short when its header or its section header table lies
@@ -88,9 +89,9 @@ fn elf_truncated(b: &[u8], len: u64) -> bool {
 
 /// Removes a job's outputs and the temporaries clang leaves beside them when it is killed
 /// (`out.native-1a2b3c4d.o.tmp` for `out.native.o`), so no later link picks up a partial object.
-pub fn remove(dir: &Path, outputs: &[String]) {
+pub fn remove<S: AsRef<str>>(dir: &Path, outputs: &[S]) {
     for out in outputs {
-        let path = dir.join(out);
+        let path = dir.join(out.as_ref());
         let _ = std::fs::remove_file(&path);
         remove_temporaries(&path);
     }
@@ -142,11 +143,15 @@ pub fn identity<'a>(path: &'a str, cwd: &str) -> Cow<'a, str> {
         Some(rest) if !cwd.is_empty() && rest.starts_with('/') => &rest[1..],
         _ => path,
     };
-    let plain = !relative.is_empty()
+    // Most paths: relative, no `.` or empty component. A name that merely starts with a dot
+    // (`d/.hidden`) takes the long way, to the same result.
+    let b = relative.as_bytes();
+    let plain = !b.is_empty()
         && relative.len() == path.len()
-        && !relative.ends_with('/')
-        && !relative.contains("//")
-        && relative.split('/').all(|c| c != "." && c != "..");
+        && b[0] != b'/'
+        && b[0] != b'.'
+        && b[b.len() - 1] != b'/'
+        && memchr::memchr_iter(b'/', b).all(|i| !matches!(b.get(i + 1), Some(b'/' | b'.')));
     if plain {
         return Cow::Borrowed(path);
     }
@@ -233,7 +238,7 @@ mod tests {
         for name in keep.iter().chain(&gone) {
             std::fs::write(dir.path().join(name), "x").unwrap();
         }
-        remove(dir.path(), &["main.1.native.o".into(), "x".into()]);
+        remove(dir.path(), &["main.1.native.o", "x"]);
         let mut left: Vec<String> = std::fs::read_dir(dir.path())
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())

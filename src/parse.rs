@@ -1,10 +1,17 @@
 //! Parse: reads an LLVM DTLTO job file (either schema) into a list of jobs.
 //!
-//! It knows the JSON shapes lld writes and how the older placeholder schema expands;
-//! it does not know whether files exist, how to quote them, or how jobs are run.
+//! It knows the JSON shapes lld writes and how the older placeholder schema expands; it does
+//! not know whether files exist, how to quote them, or how jobs are run. The strings of a job
+//! borrow from the file's text wherever the JSON holds them without escapes, so a 100k-job file
+//! costs no allocation per path.
 
 use serde_json::{Map, Value};
+use std::borrow::Cow;
 use std::fmt;
+use std::sync::Arc;
+
+/// A string of the job file: borrowed from its text, or owned where the JSON escaped it.
+pub type Str<'a> = Cow<'a, str>;
 
 /// Which JSON schema a job file uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -15,22 +22,100 @@ pub enum Schema {
     Placeholder,
 }
 
+/// A job's command: the words every job of the file shares (lld's `common.args`), then its own.
+/// The shared words are held once for all jobs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Command<'a> {
+    pub common: Arc<[Str<'a>]>,
+    pub own: Vec<Str<'a>>,
+}
+
+type Words<'s, 'a> = std::iter::Chain<std::slice::Iter<'s, Str<'a>>, std::slice::Iter<'s, Str<'a>>>;
+
+impl<'a> Command<'a> {
+    /// A command of these words, none shared.
+    pub fn new(words: Vec<Str<'a>>) -> Command<'a> {
+        Command {
+            common: Arc::from(Vec::new()),
+            own: words,
+        }
+    }
+
+    /// Every word, the program first.
+    pub fn words(&self) -> Words<'_, 'a> {
+        self.common.iter().chain(self.own.iter())
+    }
+
+    pub fn to_vec(&self) -> Vec<String> {
+        self.words().map(|w| w.to_string()).collect()
+    }
+
+    pub fn len(&self) -> usize {
+        self.common.len() + self.own.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl<'s, 'a> IntoIterator for &'s Command<'a> {
+    type Item = &'s Str<'a>;
+    type IntoIter = Words<'s, 'a>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.words()
+    }
+}
+
 /// One backend compilation: the full command, every file it reads and every file it writes.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Job {
-    pub command: Vec<String>,
+pub struct Job<'a> {
+    pub command: Command<'a>,
     /// The bitcode module, the index shard, the imports, then inputs shared by all jobs.
-    pub inputs: Vec<String>,
-    pub outputs: Vec<String>,
+    pub inputs: Vec<Str<'a>>,
+    pub outputs: Vec<Str<'a>>,
     /// How many of the inputs are imported modules.
     pub imports: usize,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct JobFile {
+pub struct JobFile<'a> {
     pub schema: Schema,
     pub linker_output: String,
-    pub jobs: Vec<Job>,
+    pub jobs: Vec<Job<'a>>,
+}
+
+impl JobFile<'_> {
+    /// The same jobs, with every string owned: free of the text they were read from.
+    pub fn into_owned(self) -> JobFile<'static> {
+        let own = |v: Vec<Str>| -> Vec<Str<'static>> {
+            v.into_iter().map(|s| Cow::Owned(s.into_owned())).collect()
+        };
+        let jobs = self
+            .jobs
+            .into_iter()
+            .map(|j| Job {
+                command: Command {
+                    common: Arc::from(own(j.command.common.to_vec())),
+                    own: own(j.command.own),
+                },
+                inputs: own(j.inputs),
+                outputs: own(j.outputs),
+                imports: j.imports,
+            })
+            .collect();
+        JobFile {
+            schema: self.schema,
+            linker_output: self.linker_output,
+            jobs,
+        }
+    }
+}
+
+/// Owned strings, as a test or a caller without a job file's text builds them.
+pub fn owned<'a>(words: &[&str]) -> Vec<Str<'a>> {
+    words.iter().map(|w| Cow::Owned(w.to_string())).collect()
 }
 
 /// A rejected job file: where in the JSON, and what is wrong there.
@@ -56,50 +141,87 @@ fn err<T>(location: impl Into<String>, message: impl Into<String>) -> Result<T, 
     })
 }
 
+/// A string that borrows from the text when the JSON holds it verbatim (no escapes).
+struct Word<'a>(Str<'a>);
+
+impl<'de: 'a, 'a> serde::Deserialize<'de> for Word<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> serde::de::Visitor<'de> for Visit<'a> {
+            type Value = Word<'a>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Word<'a>, E> {
+                Ok(Word(Cow::Borrowed(v)))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Word<'a>, E> {
+                Ok(Word(Cow::Owned(v.to_string())))
+            }
+            fn visit_string<E>(self, v: String) -> Result<Word<'a>, E> {
+                Ok(Word(Cow::Owned(v)))
+            }
+        }
+        d.deserialize_str(Visit(std::marker::PhantomData))
+    }
+}
+
+fn words(v: Vec<Word<'_>>) -> Vec<Str<'_>> {
+    v.into_iter().map(|w| w.0).collect()
+}
+
 /// The current schema as lld writes it, for the fast path: typed, no intermediate tree.
 #[derive(serde::Deserialize)]
-struct RawFile {
-    common: RawCommon,
-    jobs: Vec<RawJob>,
+struct RawFile<'a> {
+    #[serde(borrow)]
+    common: RawCommon<'a>,
+    #[serde(borrow)]
+    jobs: Vec<RawJob<'a>>,
 }
 
 #[derive(serde::Deserialize)]
-struct RawCommon {
+struct RawCommon<'a> {
     linker_output: String,
-    args: Vec<String>,
-    #[serde(default)]
-    inputs: Vec<String>,
+    #[serde(borrow)]
+    args: Vec<Word<'a>>,
+    #[serde(default, borrow)]
+    inputs: Vec<Word<'a>>,
 }
 
 #[derive(serde::Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RawJob {
-    args: Vec<String>,
-    inputs: Vec<String>,
-    outputs: Vec<String>,
+struct RawJob<'a> {
+    #[serde(borrow)]
+    args: Vec<Word<'a>>,
+    #[serde(borrow)]
+    inputs: Vec<Word<'a>>,
+    #[serde(borrow)]
+    outputs: Vec<Word<'a>>,
 }
 
 /// Reads a well-formed current-schema file without building a JSON tree; None when anything is
 /// off, so that `parse` reads it again slowly and says exactly where.
-fn parse_fast(text: &str) -> Option<JobFile> {
+fn parse_fast(text: &str) -> Option<JobFile<'_>> {
     let raw: RawFile = serde_json::from_str(text).ok()?;
-    let empty = |v: &[String]| v.iter().any(String::is_empty);
+    let empty = |v: &[Word]| v.iter().any(|w| w.0.is_empty());
     if raw.common.args.is_empty() || empty(&raw.common.inputs) {
         return None;
     }
     let mut jobs = Vec::with_capacity(raw.jobs.len());
+    let common: Arc<[Str]> = Arc::from(words(raw.common.args));
+    let common_inputs = words(raw.common.inputs);
     for job in raw.jobs {
         if job.outputs.is_empty() || empty(&job.outputs) || empty(&job.inputs) {
             return None;
         }
-        let mut command = Vec::with_capacity(raw.common.args.len() + job.args.len());
-        command.extend(raw.common.args.iter().cloned());
-        command.extend(job.args);
         let imports = job.inputs.len().saturating_sub(2);
         jobs.push(Job {
-            command,
-            inputs: with_common(job.inputs, &raw.common.inputs),
-            outputs: job.outputs,
+            command: Command {
+                common: common.clone(),
+                own: words(job.args),
+            },
+            inputs: with_common(words(job.inputs), &common_inputs),
+            outputs: words(job.outputs),
             imports,
         });
     }
@@ -111,7 +233,7 @@ fn parse_fast(text: &str) -> Option<JobFile> {
 }
 
 /// Parses the text of a job file.
-pub fn parse(text: &str) -> Result<JobFile, ParseError> {
+pub fn parse(text: &str) -> Result<JobFile<'_>, ParseError> {
     if let Some(file) = parse_fast(text) {
         return Ok(file);
     }
@@ -166,7 +288,10 @@ fn detect(common: &Map<String, Value>, jobs: &[Value]) -> Schema {
     }
 }
 
-fn parse_current(common: &Map<String, Value>, jobs: &[Value]) -> Result<Vec<Job>, ParseError> {
+fn parse_current(
+    common: &Map<String, Value>,
+    jobs: &[Value],
+) -> Result<Vec<Job<'static>>, ParseError> {
     let common_args = strings(field(common, "args", "common")?, "common.args")?;
     if common_args.is_empty() {
         return err("common.args", "is empty: there is no program to run");
@@ -176,19 +301,22 @@ fn parse_current(common: &Map<String, Value>, jobs: &[Value]) -> Result<Vec<Job>
         None => Vec::new(),
     };
     let mut out = Vec::with_capacity(jobs.len());
+    let common: Arc<[Str]> = Arc::from(cows(common_args));
+    let common_inputs = cows(common_inputs);
     for (i, job) in jobs.iter().enumerate() {
         let at = format!("jobs[{i}]");
         let job = object(job, &at)?;
         let args = strings(field(job, "args", &at)?, &format!("{at}.args"))?;
         let inputs = paths(field(job, "inputs", &at)?, &format!("{at}.inputs"))?;
         let outputs = outputs(field(job, "outputs", &at)?, &format!("{at}.outputs"))?;
-        let mut command = common_args.clone();
-        command.extend(args);
         out.push(Job {
-            command,
+            command: Command {
+                common: common.clone(),
+                own: cows(args),
+            },
             imports: inputs.len().saturating_sub(2),
-            inputs: with_common(inputs, &common_inputs),
-            outputs,
+            inputs: with_common(cows(inputs), &common_inputs),
+            outputs: cows(outputs),
         });
     }
     Ok(out)
@@ -202,7 +330,10 @@ const PLACEHOLDER_INPUTS: [&str; 4] = [
     "additional_inputs",
 ];
 
-fn parse_placeholder(common: &Map<String, Value>, jobs: &[Value]) -> Result<Vec<Job>, ParseError> {
+fn parse_placeholder(
+    common: &Map<String, Value>,
+    jobs: &[Value],
+) -> Result<Vec<Job<'static>>, ParseError> {
     if let Some(v) = common.get("linker_version") {
         string(v, "common.linker_version")?;
     }
@@ -228,19 +359,21 @@ fn parse_placeholder(common: &Map<String, Value>, jobs: &[Value]) -> Result<Vec<
             field(job, "primary_output", &at)?,
             &format!("{at}.primary_output"),
         )?;
-        let command = template
-            .iter()
-            .enumerate()
-            .map(|(k, arg)| expand(arg, job, &format!("common.args[{k}]"), &at))
-            .collect::<Result<_, _>>()?;
+        let command = Command::new(cows(
+            template
+                .iter()
+                .enumerate()
+                .map(|(k, arg)| expand(arg, job, &format!("common.args[{k}]"), &at))
+                .collect::<Result<_, _>>()?,
+        ));
         let imports = job
             .get("imports")
             .and_then(Value::as_array)
             .map_or(0, Vec::len);
         out.push(Job {
             command,
-            inputs: with_common(inputs, &[]),
-            outputs,
+            inputs: with_common(cows(inputs), &[]),
+            outputs: cows(outputs),
             imports,
         });
     }
@@ -321,11 +454,14 @@ fn expand(
     Ok(expanded)
 }
 
+fn cows(v: Vec<String>) -> Vec<Str<'static>> {
+    v.into_iter().map(Cow::Owned).collect()
+}
+
 /// A job's own inputs followed by the shared ones, each path once, first place kept.
-fn with_common(mut inputs: Vec<String>, common: &[String]) -> Vec<String> {
-    inputs.extend(common.iter().cloned());
-    if inputs.len() <= 16 {
-        // Few inputs (the usual case): a linear scan beats hashing.
+fn with_common<'a>(mut inputs: Vec<Str<'a>>, common: &[Str<'a>]) -> Vec<Str<'a>> {
+    if common.is_empty() && inputs.len() <= 16 {
+        // The usual case: a linear scan beats hashing.
         let mut i = 0;
         while i < inputs.len() {
             if inputs[..i].contains(&inputs[i]) {
@@ -334,18 +470,11 @@ fn with_common(mut inputs: Vec<String>, common: &[String]) -> Vec<String> {
                 i += 1;
             }
         }
-    } else {
-        let mut seen = std::collections::HashSet::with_capacity(inputs.len());
-        let mut keep = Vec::with_capacity(inputs.len());
-        for p in &inputs {
-            keep.push(seen.insert(p.as_str()));
-        }
-        let mut i = 0;
-        inputs.retain(|_| {
-            i += 1;
-            keep[i - 1]
-        });
+        return inputs;
     }
+    inputs.extend(common.iter().cloned());
+    let mut seen = rustc_hash::FxHashSet::default();
+    inputs.retain(|p| seen.insert(p.clone()));
     inputs
 }
 
@@ -438,7 +567,7 @@ mod tests {
         assert_eq!(f.linker_output, "prog");
         let j = &f.jobs[0];
         assert_eq!(
-            j.command,
+            j.command.to_vec(),
             [
                 "clang",
                 "-c",
@@ -449,9 +578,9 @@ mod tests {
                 "a.1.o"
             ]
         );
-        assert_eq!(j.inputs, ["a.o", "a.1.bc", "b.o", "prof.data"]);
+        assert_eq!(j.inputs, owned(&["a.o", "a.1.bc", "b.o", "prof.data"]));
         assert_eq!(j.imports, 1);
-        assert_eq!(j.outputs, ["a.1.o"]);
+        assert_eq!(j.outputs, owned(&["a.1.o"]));
     }
 
     #[test]
@@ -460,19 +589,31 @@ mod tests {
         assert_eq!(f.schema, Schema::Placeholder);
         let j = &f.jobs[0];
         assert_eq!(
-            j.command.join(" "),
+            j.command.to_vec().join(" "),
             "/usr/local/clang -O3 -o dtlto.1.51232.native.o -c -x ir dtlto.o \
              -fthinlto-index=dtlto.1.51232.native.o.thinlto.bc -target x86_64-sie-ps5"
         );
         assert_eq!(
             j.inputs,
-            [
+            owned(&[
                 "dtlto.o",
                 "dtlto.1.51232.native.o.thinlto.bc",
                 "my.profdata"
-            ]
+            ])
         );
-        assert_eq!(j.outputs, ["dtlto.1.51232.native.o"]);
+        assert_eq!(j.outputs, owned(&["dtlto.1.51232.native.o"]));
+    }
+
+    #[test]
+    fn strings_borrow_from_the_text_unless_escaped() {
+        let text = r#"{"common":{"linker_output":"p","args":["cc"]},
+            "jobs":[{"args":["a"],"inputs":["a.o","b\"q.o"],"outputs":["o"]}]}"#;
+        let f = parse(text).unwrap();
+        let job = &f.jobs[0];
+        assert!(matches!(job.inputs[0], Cow::Borrowed("a.o")));
+        assert_eq!(job.inputs[1], "b\"q.o");
+        assert!(matches!(job.inputs[1], Cow::Owned(_)));
+        assert!(matches!(job.command.common[0], Cow::Borrowed("cc")));
     }
 
     #[test]

@@ -7,21 +7,21 @@
 use crate::output;
 use crate::parse::JobFile;
 use crate::render::Format;
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 use std::path::Path;
 
 /// Rejects what no build file and no launcher can carry (a line break or NUL in a path or an
 /// argument), two jobs writing one file (`a.o` and `./a.o` are one file), and a job reading
 /// another job's output. `cwd` is the linker's directory, for absolute paths into it.
-pub fn check(file: &JobFile, cwd: &str) -> Result<(), String> {
-    for (i, job) in file.jobs.iter().enumerate() {
-        let fields = [
-            ("args", &job.command),
-            ("inputs", &job.inputs),
-            ("outputs", &job.outputs),
-        ];
-        for (field, words) in fields {
-            for (k, w) in words.iter().enumerate() {
+pub fn check(file: &JobFile<'_>, cwd: &str) -> Result<(), String> {
+    // JSON cannot hold a line break or NUL in a string unescaped, so a string borrowed from the
+    // text (one that had no escape) cannot hold one: only owned strings are looked at.
+    let breaks =
+        |field: &str, i: usize, words: &mut dyn Iterator<Item = (usize, &crate::parse::Str)>| {
+            for (k, w) in words {
+                if matches!(w, std::borrow::Cow::Borrowed(_)) || !crate::escape::has_break(w) {
+                    continue;
+                }
                 if let Some(c) = w.bytes().find(|b| matches!(b, b'\n' | b'\r' | b'\0')) {
                     let what = match c {
                         b'\n' => "a newline",
@@ -33,7 +33,26 @@ pub fn check(file: &JobFile, cwd: &str) -> Result<(), String> {
                     ));
                 }
             }
+            Ok(())
+        };
+    let mut common_checked: Option<&std::sync::Arc<[crate::parse::Str]>> = None;
+    for (i, job) in file.jobs.iter().enumerate() {
+        let common = &job.command.common;
+        // Jobs share their common words: check them once.
+        if !common_checked.is_some_and(|c| std::sync::Arc::ptr_eq(c, common)) {
+            breaks("args", i, &mut common.iter().enumerate())?;
+            common_checked = Some(common);
         }
+        let skip = common.len();
+        let own = &mut job
+            .command
+            .own
+            .iter()
+            .enumerate()
+            .map(|(k, w)| (k + skip, w));
+        breaks("args", i, own)?;
+        breaks("inputs", i, &mut job.inputs.iter().enumerate())?;
+        breaks("outputs", i, &mut job.outputs.iter().enumerate())?;
     }
     // Only looked up, never iterated: the first clash in job order is reported.
     let mut writers: FxHashMap<std::borrow::Cow<'_, str>, (usize, usize)> = FxHashMap::default();
@@ -74,24 +93,81 @@ pub struct Inputs {
 }
 
 /// Looks at every input once: whether it exists, and how big it is.
-pub fn stat_inputs(file: &JobFile, dir: &Path) -> Inputs {
+pub fn stat_inputs(file: &JobFile<'_>, dir: &Path) -> Inputs {
     let mut sizes: FxHashMap<&str, Option<u64>> = FxHashMap::default();
     let mut missing = Vec::new();
     let mut bytes = Vec::with_capacity(file.jobs.len());
     for (i, job) in file.jobs.iter().enumerate() {
         let mut total = 0;
         for input in &job.inputs {
-            let size = *sizes
-                .entry(input.as_str())
-                .or_insert_with(|| std::fs::metadata(dir.join(input)).ok().map(|m| m.len()));
+            let size = *sizes.entry(input.as_ref()).or_insert_with(|| {
+                std::fs::metadata(dir.join(input.as_ref()))
+                    .ok()
+                    .map(|m| m.len())
+            });
             match size {
                 Some(n) => total += n,
-                None => missing.push((i, input.clone())),
+                None => missing.push((i, input.to_string())),
             }
         }
         bytes.push(total);
     }
     Inputs { missing, bytes }
+}
+
+/// Inputs that do not exist: how many, and the first `keep` as (job index, path), in job order.
+/// Reads each directory the inputs are in once rather than looking at every input (`emit`
+/// needs no sizes, and a 100k-job file has 200k distinct inputs).
+pub fn missing_inputs(
+    file: &JobFile<'_>,
+    dir: &Path,
+    keep: usize,
+) -> (usize, Vec<(usize, String)>) {
+    /// What one look at a directory says.
+    enum Listing {
+        Names(FxHashSet<std::ffi::OsString>),
+        /// It does not exist (or is not a directory): nothing in it exists.
+        Absent,
+        /// It cannot be read: each input in it is looked at.
+        Unreadable,
+    }
+    let mut listings: FxHashMap<&str, Listing> = FxHashMap::default();
+    let mut count = 0;
+    let mut first = Vec::new();
+    for (i, job) in file.jobs.iter().enumerate() {
+        for input in &job.inputs {
+            let (parent, name) = match input.rsplit_once('/') {
+                Some(("", name)) => ("/", name),
+                Some(split) => split,
+                None => (".", input.as_ref()),
+            };
+            let listing = listings.entry(parent).or_insert_with(|| {
+                match std::fs::read_dir(dir.join(parent)) {
+                    Ok(entries) => {
+                        Listing::Names(entries.flatten().map(|e| e.file_name()).collect())
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => Listing::Absent,
+                    Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => Listing::Absent,
+                    Err(_) => Listing::Unreadable,
+                }
+            });
+            let exists = match listing {
+                Listing::Names(names) if !matches!(name, "" | "." | "..") => {
+                    names.contains(std::ffi::OsStr::new(name))
+                }
+                Listing::Absent => false,
+                // Unreadable, or a name that is not a plain one.
+                _ => dir.join(input.as_ref()).exists(),
+            };
+            if !exists {
+                count += 1;
+                if first.len() < keep {
+                    first.push((i, input.to_string()));
+                }
+            }
+        }
+    }
+    (count, first)
 }
 
 /// Job indices, costliest first (ties keep file order), so that the end of a link does not wait
@@ -116,11 +192,12 @@ mod tests {
     use super::*;
     use crate::parse::parse;
 
-    fn file(jobs: &str) -> JobFile {
+    fn file(jobs: &str) -> JobFile<'static> {
         parse(&format!(
             r#"{{"common":{{"linker_output":"p","args":["cc"]}},"jobs":[{jobs}]}}"#
         ))
         .unwrap()
+        .into_owned()
     }
 
     #[test]
@@ -182,6 +259,24 @@ mod tests {
             [(0, "gone.o".to_string()), (1, "gone.o".to_string())]
         );
         assert_eq!(inputs.bytes, [1, 0]);
+    }
+
+    #[test]
+    fn missing_inputs_are_found_from_directory_listings() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("d")).unwrap();
+        std::fs::write(dir.path().join("d/here.o"), "x").unwrap();
+        std::fs::write(dir.path().join("top.o"), "x").unwrap();
+        let f = file(
+            r#"{"args":[],"inputs":["d/here.o","d/gone.o","top.o","./top.o","nodir/x.o"],"outputs":["a"]},
+               {"args":[],"inputs":["d/../top.o","gone"],"outputs":["b"]}"#,
+        );
+        let (count, first) = missing_inputs(&f, dir.path(), 2);
+        assert_eq!(count, 3);
+        assert_eq!(
+            first,
+            [(0, "d/gone.o".to_string()), (0, "nodir/x.o".to_string())]
+        );
     }
 
     #[test]

@@ -56,7 +56,7 @@ pub struct Record {
 }
 
 pub struct RunInfo<'a> {
-    pub file: &'a JobFile,
+    pub file: &'a JobFile<'a>,
     pub wrapper: &'a [String],
     pub outcomes: &'a [Outcome],
     pub input_bytes: &'a [u64],
@@ -74,8 +74,14 @@ pub fn build(run: &RunInfo<'_>) -> Record {
             let s = o.status.as_ref();
             JobRecord {
                 index: o.index,
-                outputs: job.outputs.clone(),
-                command: run.wrapper.iter().chain(&job.command).cloned().collect(),
+                outputs: job.outputs.iter().map(|o| o.to_string()).collect(),
+                command: run
+                    .wrapper
+                    .iter()
+                    .map(String::as_str)
+                    .chain(job.command.words().map(|w| w.as_ref()))
+                    .map(str::to_string)
+                    .collect(),
                 start: s.and(o.start),
                 end: s.map(|s| s.end),
                 seconds: s.and_then(|s| o.start.map(|start| s.end - start)),

@@ -50,21 +50,33 @@ pub struct Options<'a> {
     pub order: Option<Vec<usize>>,
 }
 
-impl Options<'_> {
-    fn ordered<'f>(&self, file: &'f JobFile) -> Vec<(usize, &'f Job)> {
-        match &self.order {
-            Some(order) => order.iter().map(|&i| (i, &file.jobs[i])).collect(),
-            None => file.jobs.iter().enumerate().collect(),
-        }
+/// Text a closure writes, as the templates print it: built in a reused buffer with no dynamic
+/// dispatch, then handed to the file in one piece (askama's `FastWritable`; `Display` too).
+struct Show<F>(F);
+
+thread_local! {
+    static BUFFER: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
+}
+
+impl<F: Fn(&mut String) -> fmt::Result> Show<F> {
+    fn emit(&self, dest: &mut dyn Write) -> fmt::Result {
+        BUFFER.with_borrow_mut(|buf| {
+            buf.clear();
+            (self.0)(buf)?;
+            dest.write_str(buf)
+        })
     }
 }
 
-/// Text written by a closure, as the templates print it: escaping streams into the file.
-struct Show<F>(F);
+impl<F: Fn(&mut String) -> fmt::Result> askama::FastWritable for Show<F> {
+    fn write_into(&self, dest: &mut dyn Write, _: &dyn askama::Values) -> askama::Result<()> {
+        Ok(self.emit(dest)?)
+    }
+}
 
-impl<F: Fn(&mut fmt::Formatter<'_>) -> fmt::Result> Display for Show<F> {
+impl<F: Fn(&mut String) -> fmt::Result> Display for Show<F> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        (self.0)(f)
+        self.emit(f)
     }
 }
 
@@ -90,7 +102,7 @@ impl Prepared<'_> {
 /// Checks and escapes the jobs for `format`, or says which string that format cannot express.
 pub fn prepare<'a>(
     format: Format,
-    file: &'a JobFile,
+    file: &'a JobFile<'a>,
     opts: &'a Options<'a>,
 ) -> Result<Prepared<'a>, String> {
     Ok(match format {
@@ -100,7 +112,7 @@ pub fn prepare<'a>(
 }
 
 /// Renders the jobs in `format` into a string, or says which string that format cannot express.
-pub fn render(format: Format, file: &JobFile, opts: &Options<'_>) -> Result<String, String> {
+pub fn render(format: Format, file: &JobFile<'_>, opts: &Options<'_>) -> Result<String, String> {
     let mut text = Vec::new();
     prepare(format, file, opts)?
         .write_to(&mut text)
@@ -115,32 +127,121 @@ fn launcher_words(run: &RunHooks, index: usize) -> Vec<String> {
     words
 }
 
+/// Whether two jobs share the same list of common words (as every job of a parsed file does).
+fn same_common(a: &Job<'_>, b: &Job<'_>) -> bool {
+    std::sync::Arc::ptr_eq(&a.command.common, &b.command.common)
+}
+
 /// Checks, up front, every job's paths with `path_problem` and every word of its command (and
 /// the launcher's and wrapper's) for what no build file can hold, so that the file can then be
-/// written job by job without failing or being held in memory.
+/// written job by job without failing or being held in memory. Words jobs share are checked once.
 fn check_jobs(
-    file: &JobFile,
+    file: &JobFile<'_>,
     opts: &Options<'_>,
     name: &str,
     path_problem: impl Fn(&str) -> Option<String>,
 ) -> Result<(), String> {
-    let words = |w: &[String]| w.iter().find_map(|w| escape::line_problem(w, name));
-    if let Some(p) = opts.run.as_ref().and_then(|r| words(&r.launcher)) {
+    let words = |w: &mut dyn Iterator<Item = &str>| {
+        for word in w {
+            if let Some(p) = escape::line_problem(word, name) {
+                return Some(p);
+            }
+        }
+        None
+    };
+    // A string borrowed from a job file's text cannot hold a line break (JSON escapes them).
+    let owned = |w: &'_ crate::parse::Str| matches!(w, std::borrow::Cow::Owned(_));
+    if let Some(p) = opts
+        .run
+        .as_ref()
+        .and_then(|r| words(&mut r.launcher.iter().map(String::as_str)))
+    {
         return Err(p);
     }
-    if let Some(p) = words(opts.wrapper) {
+    if let Some(p) = words(&mut opts.wrapper.iter().map(String::as_str)) {
         return Err(p);
     }
-    for job in &file.jobs {
+    for (i, job) in file.jobs.iter().enumerate() {
         let paths = job.outputs.iter().chain(&job.inputs);
         if let Some(p) = paths.filter_map(|p| path_problem(p)).next() {
             return Err(p);
         }
-        if let Some(p) = words(&job.command) {
+        let common = if i > 0 && same_common(job, &file.jobs[i - 1]) {
+            None
+        } else {
+            words(
+                &mut job
+                    .command
+                    .common
+                    .iter()
+                    .filter(|w| owned(w))
+                    .map(|w| w.as_ref()),
+            )
+        };
+        if let Some(p) = common.or_else(|| {
+            words(
+                &mut job
+                    .command
+                    .own
+                    .iter()
+                    .filter(|w| owned(w))
+                    .map(|w| w.as_ref()),
+            )
+        }) {
             return Err(p);
         }
     }
     Ok(())
+}
+
+/// The words every job's command starts with (lld's `common.args`), written once in the file
+/// as a variable, when every job shares them.
+fn common_words<'f>(file: &'f JobFile<'f>) -> Option<&'f [crate::parse::Str<'f>]> {
+    let first = file.jobs.first()?;
+    let shared =
+        !first.command.common.is_empty() && file.jobs.iter().all(|j| same_common(j, first));
+    shared.then_some(&*first.command.common)
+}
+
+/// Text a template prints, written by a closure into a reused buffer.
+fn text<F: Fn(&mut String) -> fmt::Result>(f: F) -> Show<F> {
+    Show(f)
+}
+
+/// The jobs of a file in the order they are written.
+struct Jobs<'a> {
+    file: &'a JobFile<'a>,
+    opts: &'a Options<'a>,
+    order: Vec<usize>,
+    /// For a Makefile: whether make can name all paths of each job (by index); if not, the job
+    /// gets a phony target.
+    named: Vec<bool>,
+    /// Whether the common words are in a variable (each job then writes its own words only).
+    common: bool,
+}
+
+impl<'a> Jobs<'a> {
+    fn new(file: &'a JobFile<'a>, opts: &'a Options<'a>, named: Vec<bool>) -> Jobs<'a> {
+        let order = match &opts.order {
+            Some(order) => order.clone(),
+            None => (0..file.jobs.len()).collect(),
+        };
+        Jobs {
+            file,
+            opts,
+            order,
+            named,
+            common: opts.run.is_none() && common_words(file).is_some(),
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.order.len()
+    }
+
+    fn each(&self) -> impl Iterator<Item = (usize, &'a Job<'a>)> + '_ {
+        self.order.iter().map(move |&i| (i, &self.file.jobs[i]))
+    }
 }
 
 #[derive(Template)]
@@ -152,22 +253,37 @@ pub struct Ninja<'a> {
     builddir: Option<String>,
     run: bool,
     dist_cc: String,
-    jobs: Vec<NinjaJob<'a>>,
+    /// The words every command starts with, escaped (empty when they are in each job's args).
+    common: String,
+    all: Jobs<'a>,
+}
+
+impl Ninja<'_> {
+    fn jobs(&self) -> impl Iterator<Item = NinjaJob<'_>> + '_ {
+        self.all.each().map(|(index, job)| NinjaJob {
+            index,
+            job,
+            opts: self.all.opts,
+            own_only: self.all.common,
+        })
+    }
 }
 
 /// One job, escaped for build.ninja as the file is written.
 struct NinjaJob<'a> {
     index: usize,
-    job: &'a Job,
+    job: &'a Job<'a>,
     opts: &'a Options<'a>,
+    /// Whether its args are its own words alone (the common words are in `$common`).
+    own_only: bool,
 }
 
 impl NinjaJob<'_> {
-    fn outputs(&self) -> impl Display + '_ {
-        Show(move |f: &mut fmt::Formatter<'_>| {
+    fn outputs(&self) -> Show<impl Fn(&mut String) -> fmt::Result + '_> {
+        text(move |f| {
             for (i, p) in self.job.outputs.iter().enumerate() {
                 if i > 0 {
-                    f.write_char(' ')?;
+                    f.push(' ');
                 }
                 escape::write_ninja_path(f, p)?;
             }
@@ -175,33 +291,40 @@ impl NinjaJob<'_> {
         })
     }
 
-    fn inputs(&self) -> impl Iterator<Item = impl Display + '_> + '_ {
-        self.job
-            .inputs
-            .iter()
-            .map(|p| Show(move |f: &mut fmt::Formatter<'_>| escape::write_ninja_path(f, p)))
-    }
-
-    fn args(&self) -> impl Display + '_ {
-        Show(move |f: &mut fmt::Formatter<'_>| {
-            write!(escape::Dollars(f), "{}", escape::line(&self.job.command))
+    /// The inputs, each on a line of its own: ` $` then `    INPUT` per input.
+    fn input_lines(&self) -> Show<impl Fn(&mut String) -> fmt::Result + '_> {
+        text(move |f| {
+            for p in &self.job.inputs {
+                f.push_str(" $\n    ");
+                escape::write_ninja_path(f, p)?;
+            }
+            Ok(())
         })
     }
 
-    fn launch(&self) -> impl Display + '_ {
+    fn args(&self) -> Show<impl Fn(&mut String) -> fmt::Result + '_> {
+        text(move |f| {
+            let command = &self.job.command;
+            if self.own_only {
+                escape::write_words(&mut escape::Dollars(f), &command.own, false)
+            } else {
+                escape::write_words(&mut escape::Dollars(f), command, true)
+            }
+        })
+    }
+
+    fn launch(&self) -> Show<impl Fn(&mut String) -> fmt::Result + '_> {
         let words = self
             .opts
             .run
             .as_ref()
             .map(|r| launcher_words(r, self.index))
             .unwrap_or_default();
-        Show(move |f: &mut fmt::Formatter<'_>| {
-            write!(escape::Dollars(f), "{}", escape::line(&words))
-        })
+        text(move |f| escape::write_words(&mut escape::Dollars(f), &words, true))
     }
 }
 
-fn ninja<'a>(file: &'a JobFile, opts: &'a Options<'a>) -> Result<Ninja<'a>, String> {
+fn ninja<'a>(file: &'a JobFile<'a>, opts: &'a Options<'a>) -> Result<Ninja<'a>, String> {
     check_jobs(file, opts, "build.ninja", escape::ninja_path_problem)?;
     Ok(Ninja {
         version: env!("CARGO_PKG_VERSION"),
@@ -213,11 +336,11 @@ fn ninja<'a>(file: &'a JobFile, opts: &'a Options<'a>) -> Result<Ninja<'a>, Stri
         },
         run: opts.run.is_some(),
         dist_cc: escape::ninja_value(&escape::shell_line(opts.wrapper))?,
-        jobs: opts
-            .ordered(file)
-            .into_iter()
-            .map(|(index, job)| NinjaJob { index, job, opts })
-            .collect(),
+        common: match common_words(file) {
+            Some(words) if opts.run.is_none() => escape::ninja_value(&escape::shell_line(words))?,
+            _ => String::new(),
+        },
+        all: Jobs::new(file, opts, Vec::new()),
     })
 }
 
@@ -229,28 +352,50 @@ pub struct Make<'a> {
     linker_output: String,
     run: bool,
     dist_cc: String,
-    jobs: Vec<MakeJob<'a>>,
+    /// The words every command starts with, escaped (None when they are in each recipe).
+    common: Option<String>,
+    all: Jobs<'a>,
+}
+
+impl Make<'_> {
+    fn jobs(&self) -> impl Iterator<Item = MakeJob<'_>> + '_ {
+        self.all.each().map(|(index, job)| MakeJob {
+            index,
+            job,
+            opts: self.all.opts,
+            own_only: self.all.common,
+            named: self.all.named[index],
+        })
+    }
+
+    fn phony(&self) -> impl Iterator<Item = String> + '_ {
+        self.jobs()
+            .filter(|j| !j.named)
+            .map(|j| format!("dtlto-bridge-job-{}", j.index))
+    }
 }
 
 /// One job, escaped for a Makefile as the file is written.
 struct MakeJob<'a> {
     index: usize,
-    job: &'a Job,
+    job: &'a Job<'a>,
     opts: &'a Options<'a>,
+    /// Whether its recipe holds its own words alone (the common ones are in a variable).
+    own_only: bool,
     /// Whether make can name all its paths; if not, it gets a phony target.
     named: bool,
 }
 
 impl MakeJob<'_> {
     /// The output files, or `dtlto-bridge-job-N` when make cannot name them all.
-    fn target(&self) -> impl Display + '_ {
-        Show(move |f: &mut fmt::Formatter<'_>| {
+    fn target(&self) -> Show<impl Fn(&mut String) -> fmt::Result + '_> {
+        text(move |f| {
             if !self.named {
                 return write!(f, "dtlto-bridge-job-{}", self.index);
             }
             for (i, p) in self.job.outputs.iter().enumerate() {
                 if i > 0 {
-                    f.write_char(' ')?;
+                    f.push(' ');
                 }
                 escape::write_make_path(f, p)?;
             }
@@ -267,11 +412,17 @@ impl MakeJob<'_> {
         }
     }
 
-    fn prereqs(&self) -> impl Iterator<Item = impl Display + '_> + '_ {
-        let inputs: &[String] = if self.named { &self.job.inputs } else { &[] };
-        inputs
-            .iter()
-            .map(|p| Show(move |f: &mut fmt::Formatter<'_>| escape::write_make_path(f, p)))
+    /// The prerequisites, each on a line of its own: ` \` then `    INPUT` per input.
+    fn prereq_lines(&self) -> Show<impl Fn(&mut String) -> fmt::Result + '_> {
+        text(move |f| {
+            if self.named {
+                for p in &self.job.inputs {
+                    f.push_str(" \\\n    ");
+                    escape::write_make_path(f, p)?;
+                }
+            }
+            Ok(())
+        })
     }
 
     /// For a phony job: its exact inputs, shell-quoted, for the reader.
@@ -284,29 +435,27 @@ impl MakeJob<'_> {
     }
 
     /// The recipe: the launcher in a run, else the wrapper and the command.
-    fn recipe(&self) -> impl Display + '_ {
+    fn recipe(&self) -> Show<impl Fn(&mut String) -> fmt::Result + '_> {
         let launcher = self
             .opts
             .run
             .as_ref()
             .map(|r| launcher_words(r, self.index));
-        Show(move |f: &mut fmt::Formatter<'_>| match &launcher {
+        text(move |f| match &launcher {
             Some(words) => escape::write_recipe_line(&mut escape::Dollars(f), words),
+            None if self.own_only => {
+                f.push_str("$(DIST_CC) $(DTLTO_BRIDGE_COMMON) ");
+                escape::write_words(&mut escape::Dollars(f), &self.job.command.own, false)
+            }
             None => {
-                f.write_str("$(DIST_CC) ")?;
+                f.push_str("$(DIST_CC) ");
                 escape::write_recipe_line(&mut escape::Dollars(f), &self.job.command)
             }
         })
     }
 }
 
-impl Make<'_> {
-    fn phony(&self) -> impl Iterator<Item = impl Display + '_> + '_ {
-        self.jobs.iter().filter(|j| !j.named).map(MakeJob::target)
-    }
-}
-
-fn make<'a>(file: &'a JobFile, opts: &'a Options<'a>) -> Result<Make<'a>, String> {
+fn make<'a>(file: &'a JobFile<'a>, opts: &'a Options<'a>) -> Result<Make<'a>, String> {
     check_jobs(file, opts, "a Makefile", |_| None)?;
     Ok(Make {
         version: env!("CARGO_PKG_VERSION"),
@@ -314,19 +463,24 @@ fn make<'a>(file: &'a JobFile, opts: &'a Options<'a>) -> Result<Make<'a>, String
         linker_output: escape::comment(&file.linker_output),
         run: opts.run.is_some(),
         dist_cc: escape::make_value(&escape::shell_line_for_recipe(opts.wrapper))?,
-        jobs: opts
-            .ordered(file)
-            .into_iter()
-            .map(|(index, job)| MakeJob {
-                index,
-                job,
-                opts,
-                named: job
-                    .outputs
-                    .iter()
-                    .chain(&job.inputs)
-                    .all(|p| escape::make_path_ok(p)),
-            })
-            .collect(),
+        common: match common_words(file) {
+            Some(words) if opts.run.is_none() => {
+                Some(escape::make_value(&escape::shell_line_for_recipe(words))?)
+            }
+            _ => None,
+        },
+        all: Jobs::new(
+            file,
+            opts,
+            file.jobs
+                .iter()
+                .map(|job| {
+                    job.outputs
+                        .iter()
+                        .chain(&job.inputs)
+                        .all(|p| escape::make_path_ok(p))
+                })
+                .collect(),
+        ),
     })
 }

@@ -104,7 +104,11 @@ pub fn failed_job(file: &JobFile, wrapper: &[String], o: &Outcome) -> String {
             indent(&fb.stderr, &mut out);
         }
     }
-    let command: Vec<&String> = wrapper.iter().chain(&job.command).collect();
+    let command: Vec<&str> = wrapper
+        .iter()
+        .map(String::as_str)
+        .chain(job.command.words().map(|w| w.as_ref()))
+        .collect();
     let _ = writeln!(out, "  command: {}", shell_line(&command));
     if o.stderr.trim().is_empty() {
         out.push_str("  stderr: (empty)\n");

@@ -35,12 +35,23 @@ const LAUNCHERS_GONE: Duration = Duration::from_secs(5);
 /// How long the build tool has to stop by itself after a cancelling signal.
 const TOOL_STOPS: Duration = Duration::from_secs(5);
 
-/// Reads, parses and checks a job file; every problem is bad input.
-fn load(path: &Utf8Path, cwd: &str) -> Result<JobFile, Fail> {
+/// Reads a job file; its text stays for the life of the process (the jobs borrow from it, and
+/// a run's threads use them to the end).
+fn read(path: &Utf8Path) -> Result<&'static str, Fail> {
     let text = fs::read_to_string(path)
         .map_err(|e| Fail::bad_input(format!("read job file {path}: {e}")))?;
-    let file =
-        parse::parse(&text).map_err(|e| Fail::bad_input(format!("parse job file {path}: {e}")))?;
+    Ok(Box::leak(text.into_boxed_str()))
+}
+
+/// Reads and parses a job file.
+fn parse_file(path: &Utf8Path) -> Result<JobFile<'static>, Fail> {
+    let text = read(path)?;
+    parse::parse(text).map_err(|e| Fail::bad_input(format!("parse job file {path}: {e}")))
+}
+
+/// Reads, parses and checks a job file; every problem is bad input.
+fn load(path: &Utf8Path, cwd: &str) -> Result<JobFile<'static>, Fail> {
+    let file = parse_file(path)?;
     plan::check(&file, cwd).map_err(|e| Fail::bad_input(format!("check job file {path}: {e}")))?;
     Ok(file)
 }
@@ -56,22 +67,21 @@ fn wrapper(arg: &crate::cli::WrapperArg) -> Result<Vec<String>, Fail> {
     arg.words().map_err(Fail::bad_input)
 }
 
-/// The missing inputs of a job file, one line each (at most `shown`), or None when all exist.
-fn missing_list(file: &JobFile, missing: &[(usize, String)], shown: usize) -> Option<String> {
-    if missing.is_empty() {
+/// The missing inputs of a job file, `count` of them, the `shown` ones one line each, or None
+/// when all exist.
+fn missing_list(file: &JobFile<'_>, count: usize, shown: &[(usize, String)]) -> Option<String> {
+    if count == 0 {
         return None;
     }
-    let mut list: Vec<String> = missing
+    let mut list: Vec<String> = shown
         .iter()
-        .take(shown)
         .map(|(i, p)| format!("  jobs[{i}] ({}): {p:?}", file.jobs[*i].outputs[0]))
         .collect();
-    if missing.len() > shown {
-        list.push(format!("  ... and {} more", missing.len() - shown));
+    if count > shown.len() {
+        list.push(format!("  ... and {} more", count - shown.len()));
     }
     Some(format!(
-        "{} input file(s) do not exist:\n{}",
-        missing.len(),
+        "{count} input file(s) do not exist:\n{}",
         list.join("\n")
     ))
 }
@@ -79,52 +89,145 @@ fn missing_list(file: &JobFile, missing: &[(usize, String)], shown: usize) -> Op
 /// `dtlto-bridge emit`: the build file, written where asked, without running it.
 pub fn emit(args: &EmitArgs) -> Result<(), Fail> {
     let (dir, cwd) = cwd()?;
-    let file = load(&args.job_file, &cwd)?;
+    let path = &args.job_file;
+    let file = parse_file(path)?;
     let wrapper = wrapper(&args.wrapper)?;
-    let inputs = plan::stat_inputs(&file, &dir);
-    if let Some(list) = missing_list(&file, &inputs.missing, 10) {
+    let opts = render::Options {
+        wrapper: &wrapper,
+        source: path.as_str(),
+        run: None,
+        order: None,
+    };
+    let check = || {
+        plan::check(&file, &cwd)
+            .map_err(|e| Fail::bad_input(format!("check job file {path}: {e}")))?;
+        Ok(plan::missing_inputs(&file, &dir, 10))
+    };
+    let render = |out: &mut dyn std::io::Write, to: &str| {
+        render::prepare(args.format, &file, &opts)
+            .map_err(|e| Fail::bad_input(format!("render {}: {e}", args.format.file_name())))?
+            .write_to(out)
+            .map_err(|e| Fail::environment(format!("write {to}: {e}")))
+    };
+    // A file is written under a temporary name, so the jobs are checked beside the rendering
+    // (on another core) and the file is thrown away if they fail; elsewhere they come first.
+    let missing = match args.output.as_deref() {
+        Some(out) if Partial::possible(out) => {
+            let partial =
+                Partial::create(out).map_err(|e| Fail::environment(format!("write {out}: {e}")))?;
+            let (checked, written) = std::thread::scope(|s| {
+                let checker = s.spawn(check);
+                let mut f = partial.file();
+                let written = render(&mut f, out.as_str());
+                let checked = checker
+                    .join()
+                    .unwrap_or_else(|_| Err(Fail::environment("check the jobs: it panicked")));
+                (checked, written)
+            });
+            match checked.and_then(|missing| written.map(|()| missing)) {
+                Ok(missing) => {
+                    partial
+                        .commit()
+                        .map_err(|e| Fail::environment(format!("write {out}: {e}")))?;
+                    missing
+                }
+                Err(fail) => {
+                    partial.discard();
+                    return Err(fail);
+                }
+            }
+        }
+        Some(out) => {
+            let missing = check()?;
+            let mut f = fs::OpenOptions::new()
+                .write(true)
+                .open(out)
+                .map_err(|e| Fail::environment(format!("write {out}: {e}")))?;
+            render(&mut f, out.as_str())?;
+            missing
+        }
+        None => {
+            let missing = check()?;
+            render(&mut std::io::stdout().lock(), "standard output")?;
+            missing
+        }
+    };
+    let (count, shown) = missing;
+    if let Some(list) = missing_list(&file, count, &shown) {
         report::warning(&format!(
             "{list}\nthe build file runs only where they exist: lld removes index shards and the \
              archive members it extracted when the link ends (keep them with -Wl,--save-temps, \
              or capture a link with --save-job-file DIR)"
         ));
     }
-    let opts = render::Options {
-        wrapper: &wrapper,
-        source: args.job_file.as_str(),
-        run: None,
-        order: None,
-    };
-    let prepared = render::prepare(args.format, &file, &opts)
-        .map_err(|e| Fail::bad_input(format!("render {}: {e}", args.format.file_name())))?;
-    match &args.output {
-        Some(out) => write_atomically(out, |f| prepared.write_to(f))
-            .map_err(|e| Fail::environment(format!("write {out}: {e}"))),
-        None => prepared
-            .write_to(&mut std::io::stdout().lock())
-            .map_err(|e| Fail::environment(format!("write standard output: {e}"))),
+    Ok(())
+}
+
+/// A file being written under a temporary name beside its final one, renamed into place only
+/// when whole, so that readers (and concurrent links writing one report) never see half of it.
+struct Partial {
+    path: Utf8PathBuf,
+    partial: Utf8PathBuf,
+    file: File,
+}
+
+impl Partial {
+    /// Whether `path` can be written so: anything but a regular file (`/dev/null`, a pipe, a
+    /// terminal) is written in place, since renaming over it would replace it.
+    fn possible(path: &Utf8Path) -> bool {
+        fs::metadata(path).map_or(true, |m| m.is_file())
+    }
+
+    fn create(path: &Utf8Path) -> std::io::Result<Partial> {
+        let partial = Utf8PathBuf::from(format!("{path}.{}.partial", std::process::id()));
+        let file = File::create(&partial)?;
+        Ok(Partial {
+            path: path.to_owned(),
+            partial,
+            file,
+        })
+    }
+
+    fn file(&self) -> &File {
+        &self.file
+    }
+
+    fn commit(self) -> std::io::Result<()> {
+        let renamed = fs::rename(&self.partial, &self.path);
+        if renamed.is_err() {
+            let _ = fs::remove_file(&self.partial);
+        }
+        renamed
+    }
+
+    fn discard(self) {
+        let _ = fs::remove_file(&self.partial);
     }
 }
 
-/// Writes `path` whole or not at all: into a temporary name beside it, then renamed.
+/// Writes `path` whole or not at all (see `Partial`).
 fn write_atomically(
     path: &Utf8Path,
-    write: impl FnOnce(&mut File) -> std::io::Result<()>,
+    write: impl FnOnce(&mut &File) -> std::io::Result<()>,
 ) -> std::io::Result<()> {
-    let partial = Utf8PathBuf::from(format!("{path}.{}.partial", std::process::id()));
-    let result = File::create(&partial)
-        .and_then(|mut f| write(&mut f))
-        .and_then(|()| fs::rename(&partial, path));
-    if result.is_err() {
-        let _ = fs::remove_file(&partial);
+    if !Partial::possible(path) {
+        let f = fs::OpenOptions::new().write(true).open(path)?;
+        return write(&mut &f);
     }
-    result
+    let partial = Partial::create(path)?;
+    match write(&mut partial.file()) {
+        Ok(()) => partial.commit(),
+        Err(e) => {
+            partial.discard();
+            Err(e)
+        }
+    }
 }
 
 /// Everything a link needs before anything runs.
 struct Prepared<'a> {
     args: &'a RunArgs,
-    file: Arc<JobFile>,
+    file: Arc<JobFile<'static>>,
     wrapper: Vec<String>,
     input_bytes: Vec<u64>,
     cost: Vec<f64>,
@@ -157,7 +260,7 @@ fn prepare(args: &RunArgs, jobserver: jobserver::FromEnv) -> Result<Option<Prepa
     let file = load(path, &cwd_text)?;
     let wrapper = wrapper(&args.wrapper)?;
     let inputs = plan::stat_inputs(&file, &cwd);
-    if let Some(list) = missing_list(&file, &inputs.missing, usize::MAX) {
+    if let Some(list) = missing_list(&file, inputs.missing.len(), &inputs.missing) {
         return Err(Fail::bad_input(format!("check inputs of {path}: {list}")));
     }
     if file.jobs.is_empty() {

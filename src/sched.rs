@@ -406,7 +406,7 @@ impl Core {
 
 /// What a server needs to run a link's jobs.
 pub struct Setup {
-    pub file: Arc<JobFile>,
+    pub file: Arc<JobFile<'static>>,
     pub wrapper: Vec<String>,
     pub cost: Vec<f64>,
     pub policy: Policy,
@@ -455,20 +455,20 @@ impl Shared {
                     attempt,
                 } => {
                     let job = &self.setup.file.jobs[index];
-                    let argv = if wrapped {
+                    let argv: Vec<String> = if wrapped {
                         self.setup
                             .wrapper
                             .iter()
-                            .chain(&job.command)
                             .cloned()
+                            .chain(job.command.words().map(|w| w.to_string()))
                             .collect()
                     } else {
-                        job.command.clone()
+                        job.command.to_vec()
                     };
                     let order = ToLauncher::Run(proto::Run {
                         argv,
                         stderr: stderr_file(&self.setup.state_dir, index, attempt).into_string(),
-                        outputs: job.outputs.clone(),
+                        outputs: job.outputs.iter().map(|o| o.to_string()).collect(),
                         token: slot == Slot::Taken && tokens,
                     });
                     self.send(inner, index, &order);

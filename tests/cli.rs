@@ -436,3 +436,39 @@ fn remembered_durations_order_the_next_link() {
     assert_eq!(order(&["--no-history"]), [1, 0]);
     assert!(s.tmp.with_file_name("history").read_dir().unwrap().count() == 1);
 }
+
+/// `emit -o FILE` checks the jobs while it renders; when they fail the check, neither FILE nor a
+/// partial file is left, and an existing FILE is untouched.
+#[test]
+fn emit_writes_nothing_when_the_jobs_fail_their_check() {
+    let s = Space::new();
+    s.write(
+        "dup.json",
+        &jobs(&[("true", &[], &["a.o"]), ("true", &[], &["./a.o"])]),
+    );
+    for format in ["ninja", "make"] {
+        let out = run(
+            &s,
+            &["emit", "--format", format, "dup.json", "-o", "out.file"],
+        );
+        assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+        assert!(
+            stderr(&out).contains("names the same file"),
+            "{}",
+            stderr(&out)
+        );
+        assert_eq!(
+            s.files_matching("out.file"),
+            Vec::<String>::new(),
+            "{format}"
+        );
+        s.write("out.file", "before");
+        let out = run(
+            &s,
+            &["emit", "--format", format, "dup.json", "-o", "out.file"],
+        );
+        assert_eq!(out.status.code(), Some(2));
+        assert_eq!(s.read("out.file"), "before");
+        std::fs::remove_file(s.path("out.file")).unwrap();
+    }
+}

@@ -6,9 +6,10 @@
 mod common;
 
 use common::{require, Space};
-use dtlto_bridge::parse::{parse, Job, JobFile, Schema};
+use dtlto_bridge::parse::{parse, Command, Job, JobFile, Schema};
 use dtlto_bridge::render::{render, Format, Options, RunHooks};
 use proptest::prelude::*;
+use std::borrow::Cow;
 
 /// Characters that break build files and shells, plus ordinary ones and some Unicode.
 const NASTY: &[char] = &[
@@ -21,20 +22,25 @@ fn word() -> impl Strategy<Value = String> {
     prop::collection::vec(prop::sample::select(NASTY), 1..12).prop_map(|c| c.into_iter().collect())
 }
 
-fn job_file(stems: &[String], args: &[String]) -> JobFile {
+/// Jobs `cc ARGS... -o OUT IN`: the hostile arguments are the words every job shares (written
+/// once, as a variable of the build file), the paths each job's own.
+fn job_file(stems: &[String], args: &[String]) -> JobFile<'static> {
+    let mut common = vec![Cow::Borrowed("cc")];
+    common.extend(args.iter().map(|a| Cow::Owned(a.clone())));
+    let common: std::sync::Arc<[Cow<'static, str>]> = common.into();
     let jobs = stems
         .iter()
         .enumerate()
         .map(|(i, stem)| {
             let input = format!("{stem}.{i}.in");
             let output = format!("{stem}.{i}.out");
-            let mut command = vec!["cc".to_string()];
-            command.extend(args.iter().cloned());
-            command.extend(["-o".to_string(), output.clone(), input.clone()]);
             Job {
-                command,
-                inputs: vec![input],
-                outputs: vec![output],
+                command: Command {
+                    common: common.clone(),
+                    own: vec!["-o".into(), output.clone().into(), input.clone().into()],
+                },
+                inputs: vec![input.into()],
+                outputs: vec![output.into()],
                 imports: 0,
             }
         })
@@ -104,7 +110,7 @@ proptest! {
             .enumerate()
             .map(|(i, j)| match &hooks {
                 Some(h) => h.launcher.iter().cloned().chain([i.to_string()]).collect(),
-                None => wrapper.iter().chain(&j.command).cloned().collect(),
+                None => wrapper.iter().cloned().chain(j.command.to_vec()).collect(),
             })
             .collect();
         expected.sort();
@@ -119,7 +125,7 @@ proptest! {
                         for job in &file.jobs {
                             prop_assert_eq!(
                                 query_inputs(&s, &name, &job.outputs[0]),
-                                job.inputs.clone()
+                                job.inputs.iter().map(|i| i.to_string()).collect::<Vec<_>>()
                             );
                         }
                     }

@@ -14,6 +14,9 @@ DTLTO_BRIDGE_HASH := \#
 # Prefix of every job's command, such as distcc or icecc.
 DIST_CC = 
 
+# The words every job's command starts with; each recipe then has its own.
+DTLTO_BRIDGE_COMMON = /usr/lib/llvm-22/bin/clang -c --target=x86_64-pc-linux-gnu -O2 -faddrsig -ffunction-sections -fdata-sections -fpic -Wno-unused-command-line-argument
+
 .PHONY: dtlto-bridge-all dtlto-bridge-job-0 dtlto-bridge-job-2 dtlto-bridge-job-3 dtlto-bridge-job-4
 dtlto-bridge-all: \
     dtlto-bridge-job-0 \
@@ -26,28 +29,28 @@ dtlto-bridge-all: \
 # inputs: main.o main.1.7478.native.o.thinlto.bc add.o 'greet #1 (v2).o' 'libmul.a(mul.o at 80).4.1D36.o' sq.o
 # outputs: main.1.7478.native.o
 dtlto-bridge-job-0:
-	$(DIST_CC) /usr/lib/llvm-22/bin/clang -c --target=x86_64-pc-linux-gnu -O2 -faddrsig -ffunction-sections -fdata-sections -fpic -Wno-unused-command-line-argument main.o -fthinlto-index=main.1.7478.native.o.thinlto.bc -o main.1.7478.native.o
+	$(DIST_CC) $(DTLTO_BRIDGE_COMMON) main.o -fthinlto-index=main.1.7478.native.o.thinlto.bc -o main.1.7478.native.o
 
 # job 1
 add.2.7478.native.o: \
     add.o \
     add.2.7478.native.o.thinlto.bc
-	$(DIST_CC) /usr/lib/llvm-22/bin/clang -c --target=x86_64-pc-linux-gnu -O2 -faddrsig -ffunction-sections -fdata-sections -fpic -Wno-unused-command-line-argument add.o -fthinlto-index=add.2.7478.native.o.thinlto.bc -o add.2.7478.native.o
+	$(DIST_CC) $(DTLTO_BRIDGE_COMMON) add.o -fthinlto-index=add.2.7478.native.o.thinlto.bc -o add.2.7478.native.o
 
 # job 2
 # inputs: 'greet #1 (v2).o' 'greet #1 (v2).3.7478.native.o.thinlto.bc'
 # outputs: 'greet #1 (v2).3.7478.native.o'
 dtlto-bridge-job-2:
-	$(DIST_CC) /usr/lib/llvm-22/bin/clang -c --target=x86_64-pc-linux-gnu -O2 -faddrsig -ffunction-sections -fdata-sections -fpic -Wno-unused-command-line-argument 'greet #1 (v2).o' '-fthinlto-index=greet #1 (v2).3.7478.native.o.thinlto.bc' -o 'greet #1 (v2).3.7478.native.o'
+	$(DIST_CC) $(DTLTO_BRIDGE_COMMON) 'greet #1 (v2).o' '-fthinlto-index=greet #1 (v2).3.7478.native.o.thinlto.bc' -o 'greet #1 (v2).3.7478.native.o'
 
 # job 3
 # inputs: 'libmul.a(mul.o at 80).4.1D36.o' 'libmul.a(mul.o at 80).4.1D36.4.7478.native.o.thinlto.bc'
 # outputs: 'libmul.a(mul.o at 80).4.1D36.4.7478.native.o'
 dtlto-bridge-job-3:
-	$(DIST_CC) /usr/lib/llvm-22/bin/clang -c --target=x86_64-pc-linux-gnu -O2 -faddrsig -ffunction-sections -fdata-sections -fpic -Wno-unused-command-line-argument 'libmul.a(mul.o at 80).4.1D36.o' '-fthinlto-index=libmul.a(mul.o at 80).4.1D36.4.7478.native.o.thinlto.bc' -o 'libmul.a(mul.o at 80).4.1D36.4.7478.native.o'
+	$(DIST_CC) $(DTLTO_BRIDGE_COMMON) 'libmul.a(mul.o at 80).4.1D36.o' '-fthinlto-index=libmul.a(mul.o at 80).4.1D36.4.7478.native.o.thinlto.bc' -o 'libmul.a(mul.o at 80).4.1D36.4.7478.native.o'
 
 # job 4
 # inputs: sq.o sq.5.7478.native.o.thinlto.bc 'libmul.a(mul.o at 80).4.1D36.o'
 # outputs: sq.5.7478.native.o
 dtlto-bridge-job-4:
-	$(DIST_CC) /usr/lib/llvm-22/bin/clang -c --target=x86_64-pc-linux-gnu -O2 -faddrsig -ffunction-sections -fdata-sections -fpic -Wno-unused-command-line-argument sq.o -fthinlto-index=sq.5.7478.native.o.thinlto.bc -o sq.5.7478.native.o
+	$(DIST_CC) $(DTLTO_BRIDGE_COMMON) sq.o -fthinlto-index=sq.5.7478.native.o.thinlto.bc -o sq.5.7478.native.o

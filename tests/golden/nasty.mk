@@ -14,6 +14,9 @@ DTLTO_BRIDGE_HASH := \#
 # Prefix of every job's command, such as distcc or icecc.
 DIST_CC = distcc '--opt=a b'
 
+# The words every job's command starts with; each recipe then has its own.
+DTLTO_BRIDGE_COMMON = /usr/lib/llvm-22/bin/clang -c -O2 '-fprofile-sample-use=my prof$$.data'
+
 .PHONY: dtlto-bridge-all dtlto-bridge-job-0 dtlto-bridge-job-2
 dtlto-bridge-all: \
     dtlto-bridge-job-0 \
@@ -25,7 +28,7 @@ dtlto-bridge-all: \
 # inputs: 'libfoo.a(bar.o at 1234).7.1A2B.o' 'libfoo.a(bar.o at 1234).7.1A2B.1.99.native.o.thinlto.bc' 'ünï cödé.o' 'my prof$.data'
 # outputs: 'libfoo.a(bar.o at 1234).7.1A2B.1.99.native.o'
 dtlto-bridge-job-0:
-	$(DIST_CC) /usr/lib/llvm-22/bin/clang -c -O2 '-fprofile-sample-use=my prof$$.data' 'libfoo.a(bar.o at 1234).7.1A2B.o' '-fthinlto-index=libfoo.a(bar.o at 1234).7.1A2B.1.99.native.o.thinlto.bc' -o 'libfoo.a(bar.o at 1234).7.1A2B.1.99.native.o'
+	$(DIST_CC) $(DTLTO_BRIDGE_COMMON) 'libfoo.a(bar.o at 1234).7.1A2B.o' '-fthinlto-index=libfoo.a(bar.o at 1234).7.1A2B.1.99.native.o.thinlto.bc' -o 'libfoo.a(bar.o at 1234).7.1A2B.1.99.native.o'
 
 # job 1
 dir\ with\ space/c\:o\#l$$n.2.99.native.o: \
@@ -33,17 +36,17 @@ dir\ with\ space/c\:o\#l$$n.2.99.native.o: \
     dir\ with\ space/c\:o\#l$$n.2.99.native.o.thinlto.bc \
     plain.o \
     my\ prof$$.data
-	$(DIST_CC) /usr/lib/llvm-22/bin/clang -c -O2 '-fprofile-sample-use=my prof$$.data' 'dir with space/c:o#l$$n.o' '-fthinlto-index=dir with space/c:o#l$$n.2.99.native.o.thinlto.bc' -o 'dir with space/c:o#l$$n.2.99.native.o'
+	$(DIST_CC) $(DTLTO_BRIDGE_COMMON) 'dir with space/c:o#l$$n.o' '-fthinlto-index=dir with space/c:o#l$$n.2.99.native.o.thinlto.bc' -o 'dir with space/c:o#l$$n.2.99.native.o'
 
 # job 2
 # inputs: '100%=x'\''y"z.o' '100%=x'\''y"z.3.99.native.o.thinlto.bc' 'my prof$.data'
 # outputs: '100%=x'\''y"z.3.99.native.o'
 dtlto-bridge-job-2:
-	$(DIST_CC) /usr/lib/llvm-22/bin/clang -c -O2 '-fprofile-sample-use=my prof$$.data' '100%=x'\''y"z.o' '-fthinlto-index=100%=x'\''y"z.3.99.native.o.thinlto.bc' -o '100%=x'\''y"z.3.99.native.o'
+	$(DIST_CC) $(DTLTO_BRIDGE_COMMON) '100%=x'\''y"z.o' '-fthinlto-index=100%=x'\''y"z.3.99.native.o.thinlto.bc' -o '100%=x'\''y"z.3.99.native.o'
 
 # job 3
 plain.4.99.native.o plain.4.yaml &: \
     plain.o \
     plain.4.99.native.o.thinlto.bc \
     my\ prof$$.data
-	$(DIST_CC) /usr/lib/llvm-22/bin/clang -c -O2 '-fprofile-sample-use=my prof$$.data' plain.o -fthinlto-index=plain.4.99.native.o.thinlto.bc -o plain.4.99.native.o -fsave-optimization-record -foptimization-record-file=plain.4.yaml
+	$(DIST_CC) $(DTLTO_BRIDGE_COMMON) plain.o -fthinlto-index=plain.4.99.native.o.thinlto.bc -o plain.4.99.native.o -fsave-optimization-record -foptimization-record-file=plain.4.yaml
