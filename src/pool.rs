@@ -94,15 +94,47 @@ pub fn user_dir(base: &Utf8Path) -> Result<Utf8PathBuf, Unusable> {
     Ok(dir)
 }
 
-/// An open file in the pool directory, never through a symbolic link, read-only.
+/// A file in the pool directory, created if asked (mode 0600) and opened read-only, never
+/// through a symbolic link.
 fn open_in(dir: &Utf8Path, name: &str, create: bool) -> io::Result<File> {
+    let path = dir.join(name);
+    let read = || {
+        OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&path)
+    };
+    match read() {
+        Err(e) if create && e.kind() == io::ErrorKind::NotFound => {
+            let made = OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .custom_flags(libc::O_NOFOLLOW)
+                .open(&path);
+            match made {
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(e),
+            }
+            read()
+        }
+        other => other,
+    }
+}
+
+/// A file in the pool directory written whole: under a temporary name, then renamed.
+fn write_in(dir: &Utf8Path, name: &str, text: &str) -> io::Result<()> {
+    let tmp = dir.join(format!("{name}.{}", std::process::id()));
     OpenOptions::new()
-        .read(true)
-        .create(create)
-        .write(create)
+        .write(true)
+        .create(true)
+        .truncate(true)
         .mode(0o600)
         .custom_flags(libc::O_NOFOLLOW)
-        .open(dir.join(name))
+        .open(&tmp)
+        .and_then(|mut f| std::io::Write::write_all(&mut f, text.as_bytes()))
+        .and_then(|()| fs::rename(&tmp, dir.join(name)))
 }
 
 /// A semaphore set: slot count (0) and cookie (1), owned by this user, mode 0600.
@@ -219,15 +251,7 @@ impl Pool {
         let sem = Sem(id);
         let cookie = 1 + ((std::process::id() as i32 ^ state_nanos()) & 0x3fff);
         let init = sem.set(0, size as i32).and_then(|()| sem.set(1, cookie));
-        let tmp = format!("{name}.{}", std::process::id());
-        let written = init
-            .and_then(|()| {
-                use std::io::Write;
-                let mut f = open_in(dir, &tmp, true)?;
-                f.set_len(0)?;
-                writeln!(f, "{id} {cookie}")
-            })
-            .and_then(|()| fs::rename(dir.join(&tmp), dir.join(name)));
+        let written = init.and_then(|()| write_in(dir, name, &format!("{id} {cookie}\n")));
         if let Err(e) = written {
             remove_set(id);
             return Err(unusable(dir, format!("set up the semaphore: {e}")));

@@ -158,7 +158,7 @@ fn hanging_jobs(s: &Space) {
 fn cancel(backend: &str, sig: i32, group: bool) {
     let s = Space::new();
     hanging_jobs(&s);
-    let mut cmd = s.bridge(&[backend, "--jobs=4", "hang.json"]);
+    let mut cmd = s.bridge(&[backend, "--jobs=4", "--report=report.json", "hang.json"]);
     cmd.stdout(Stdio::null()).stderr(Stdio::piped());
     if group {
         use std::os::unix::process::CommandExt;
@@ -207,6 +207,20 @@ fn cancel(backend: &str, sig: i32, group: bool) {
         s.read("done.o"),
         "done\n",
         "a finished job keeps its output"
+    );
+    // A cancelled run writes its report too: three jobs killed by the signal, one finished.
+    let report: serde_json::Value = serde_json::from_str(&s.read("report.json")).unwrap();
+    let jobs: Vec<(bool, Option<i64>)> = report["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| (j["ok"].as_bool().unwrap(), j["signal"].as_i64()))
+        .collect();
+    let killed = (false, Some(i64::from(sig)));
+    assert_eq!(
+        jobs,
+        [killed, killed, killed, (true, None)],
+        "{backend} {sig}"
     );
     assert!(
         s.leftovers().is_empty(),
