@@ -1,11 +1,176 @@
 //! CLI: the command line and its `DTLTO_BRIDGE_*` environment variables, as one `Command`.
 //!
-//! It knows option names, defaults and precedence (flag, then environment, then default);
-//! it does not read job files or start anything.
+//! It knows option names, defaults and precedence (flag, then environment, then default), that
+//! an empty variable means an unset one, where each value came from (to name it in messages),
+//! and how to say what is wrong with a value; it does not read job files or start anything.
 
 use crate::render::Format;
 use camino::Utf8PathBuf;
-use clap::{Args, Parser, Subcommand};
+use clap::error::{ContextKind, ContextValue, ErrorKind};
+use clap::parser::ValueSource;
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
+use std::collections::BTreeMap;
+
+/// Where an option's value came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origin {
+    /// The command line; `linker` when the linker passed it (-Xthinlto-distributor=).
+    Flag { linker: bool },
+    /// This environment variable.
+    Env(String),
+}
+
+/// Where each option given (not defaulted) came from, by option id.
+#[derive(Debug, Clone, Default)]
+pub struct Origins(BTreeMap<String, Origin>);
+
+impl Origins {
+    /// Whether the option was given, on the command line or in the environment.
+    pub fn given(&self, id: &str) -> bool {
+        self.0.contains_key(id)
+    }
+
+    /// The option with its value as the user wrote it: `--jobs 3` (with the linker option that
+    /// carried it), or `DTLTO_BRIDGE_JOBS=3`.
+    pub fn describe(&self, id: &str, flag: &str, value: &str) -> String {
+        match self.0.get(id) {
+            Some(Origin::Env(var)) => format!("{var}={value}"),
+            Some(Origin::Flag { linker: true }) => format!("{flag} {value} (passed by the linker)"),
+            _ => format!("{flag} {value}"),
+        }
+    }
+}
+
+/// Whether this process was started by a linker (lld runs its distributor itself).
+fn started_by_linker() -> bool {
+    let ppid = std::os::unix::process::parent_id();
+    std::fs::read_to_string(format!("/proc/{ppid}/comm"))
+        .is_ok_and(|c| c.starts_with("ld") || c.contains("lld"))
+}
+
+/// The variables this program reads.
+const PREFIX: &str = "DTLTO_BRIDGE_";
+
+/// Parses the command line and the environment, or says what is wrong and exits: 0 for help and
+/// version, 2 for bad usage. An empty `DTLTO_BRIDGE_*` variable counts as unset.
+pub fn parse() -> Cli {
+    for (name, value) in std::env::vars_os() {
+        if value.is_empty() && name.to_string_lossy().starts_with(PREFIX) {
+            std::env::remove_var(&name);
+        }
+    }
+    let matches = match Cli::command().try_get_matches() {
+        Ok(m) => m,
+        Err(e) if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) => {
+            e.exit()
+        }
+        Err(e) => {
+            crate::report::error(&explain(&e));
+            std::process::exit(crate::report::EXIT_BAD_INPUT);
+        }
+    };
+    let mut cli = match Cli::from_arg_matches(&matches) {
+        Ok(c) => c,
+        Err(e) => {
+            crate::report::error(&explain(&e));
+            std::process::exit(crate::report::EXIT_BAD_INPUT);
+        }
+    };
+    let linker = started_by_linker();
+    let mut origins = BTreeMap::new();
+    let command = Cli::command();
+    let sub = matches.subcommand();
+    let (args, scope) = match sub {
+        Some((name, m)) => (m, command.find_subcommand(name).cloned()),
+        None => (&matches, Some(command)),
+    };
+    if let Some(scope) = scope {
+        for arg in scope.get_arguments() {
+            let id = arg.get_id().as_str();
+            match args.value_source(id) {
+                Some(ValueSource::CommandLine) => {
+                    origins.insert(id.to_string(), Origin::Flag { linker });
+                }
+                Some(ValueSource::EnvVariable) => {
+                    let var = arg.get_env().map(|v| v.to_string_lossy().into_owned());
+                    origins.insert(id.to_string(), Origin::Env(var.unwrap_or_default()));
+                }
+                _ => {}
+            }
+        }
+    }
+    cli.run.origins = Origins(origins);
+    cli
+}
+
+/// The environment variable of the option `--long` (of the run or of any subcommand).
+fn variable_of(long: &str) -> Option<String> {
+    let command = Cli::command();
+    let found = command
+        .get_arguments()
+        .chain(command.get_subcommands().flat_map(|c| c.get_arguments()))
+        .find(|a| a.get_long() == Some(long))
+        .and_then(|a| a.get_env())
+        .map(|v| v.to_string_lossy().into_owned());
+    found
+}
+
+/// clap's error as one line naming what the user wrote: the variable a bad value came from, or
+/// the option and, when the linker passed it, that it did (clap's tips would not apply).
+fn explain(e: &clap::Error) -> String {
+    let text = |kind| match e.get(kind) {
+        Some(ContextValue::String(s)) => Some(s.clone()),
+        Some(ContextValue::Strings(v)) => Some(v.join(", ")),
+        _ => None,
+    };
+    let arg = text(ContextKind::InvalidArg).unwrap_or_default();
+    let value = text(ContextKind::InvalidValue).unwrap_or_default();
+    let valid = text(ContextKind::ValidValue).map(|v| format!("; possible values: {v}"));
+    let by_linker = if started_by_linker() {
+        " (passed by the linker: -Xthinlto-distributor= or --thinlto-distributor-arg=)"
+    } else {
+        ""
+    };
+    // The option's variable, when the bad value is that variable's.
+    let long = arg
+        .split([' ', '='])
+        .next()
+        .unwrap_or("")
+        .trim_start_matches('-');
+    let variable = variable_of(long).filter(|var| std::env::var(var).is_ok_and(|v| v == value));
+    let cause = std::error::Error::source(e)
+        .map(|s| format!(": {s}"))
+        .unwrap_or_default();
+    match e.kind() {
+        ErrorKind::InvalidValue | ErrorKind::ValueValidation => match variable {
+            Some(var) => format!(
+                "{var}={value}: invalid value{cause}{}",
+                valid.unwrap_or_default()
+            ),
+            None => format!(
+                "{} {}: invalid value{cause}{}{by_linker}",
+                arg.split(' ').next().unwrap_or(&arg),
+                crate::escape::shell_word(&value),
+                valid.unwrap_or_default()
+            ),
+        },
+        ErrorKind::UnknownArgument => {
+            let hint = text(ContextKind::SuggestedArg)
+                .map(|s| format!("; did you mean {s}?"))
+                .unwrap_or_default();
+            format!("unknown option {arg}{hint}{by_linker}")
+        }
+        _ => {
+            let rendered = e.to_string();
+            let first = rendered
+                .lines()
+                .next()
+                .unwrap_or("")
+                .trim_start_matches("error: ");
+            format!("{first}{by_linker}")
+        }
+    }
+}
 
 const ABOUT: &str = "\
 A distributor for LLVM's Integrated Distributed ThinLTO (DTLTO).
@@ -139,6 +304,10 @@ pub struct RunArgs {
 
     #[command(flatten)]
     pub tools: ToolArgs,
+
+    /// Where each option given came from (filled by `parse`).
+    #[arg(skip)]
+    pub origins: Origins,
 }
 
 /// A host pool size: 0 (off) to `pool::MAX_SLOTS`.
@@ -157,7 +326,8 @@ fn pool_slots(text: &str) -> Result<usize, String> {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Order {
-    /// Jobs reading the most bytes start first.
+    /// The costliest jobs start first: by the durations remembered from earlier links of the
+    /// same output, else by the bytes each reads.
     Longest,
     /// Jobs start in the order of the job file.
     File,

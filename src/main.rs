@@ -3,12 +3,11 @@
 //! It knows the subcommands and exit codes; the pipeline itself is parse → plan → render →
 //! run → report, one module each.
 
-use clap::Parser;
-use dtlto_bridge::cli::{Cli, Command};
+use dtlto_bridge::cli::{self, Command};
 use dtlto_bridge::{doctor, launcher, process, report, run, slots};
 
 fn main() {
-    let cli = Cli::parse();
+    let cli = cli::parse();
     let code = match &cli.command {
         Some(Command::Job(args)) => launcher::main(&args.state_dir, args.index),
         Some(Command::Emit(args)) => code(run::emit(args)),

@@ -281,7 +281,14 @@ fn prepare(args: &RunArgs, jobserver: jobserver::FromEnv) -> Result<Option<Prepa
         crate::cli::Order::File => (0..file.jobs.len()).map(|i| -(i as f64)).collect(),
     };
 
-    let ninja = which::which(&args.tools.ninja).ok();
+    let ninja = which::which(&args.tools.ninja);
+    let ninja_asked = args.origins.given("ninja") && args.backend != Some(Format::Make);
+    if let (Err(e), true) = (&ninja, ninja_asked) {
+        // Asked for by name: never silently replaced by make.
+        let asked = args.origins.describe("ninja", "--ninja", &args.tools.ninja);
+        return Err(Fail::environment(format!("find ninja ({asked}): {e}")));
+    }
+    let ninja = ninja.ok();
     let format = plan::choose_backend(args.backend, ninja.is_some());
     let state = StateDir::create().map_err(Fail::environment)?;
     let exe = std::env::current_exe()
@@ -322,11 +329,20 @@ fn prepare(args: &RunArgs, jobserver: jobserver::FromEnv) -> Result<Option<Prepa
     let program = match (format, ninja) {
         (Format::Ninja, Some(found)) => found,
         (Format::Ninja, None) => {
-            which::which(&args.tools.ninja).map_err(|e| missing(&args.tools.ninja, e))?
+            let e = which::which(&args.tools.ninja).err();
+            return Err(missing(args, "ninja", e));
         }
-        (Format::Make, _) => {
-            which::which(&args.tools.make).map_err(|e| missing(&args.tools.make, e))?
-        }
+        (Format::Make, ninja) => match which::which(&args.tools.make) {
+            Ok(found) => found,
+            Err(e) if ninja.is_none() && args.backend.is_none() => {
+                return Err(Fail::environment(format!(
+                    "find a build tool: neither {} nor {} is on PATH ({e}); install ninja \
+                     (ninja-build) or make",
+                    args.tools.ninja, args.tools.make
+                )))
+            }
+            Err(e) => return Err(missing(args, "make", Some(e))),
+        },
     };
 
     let parallelism = std::thread::available_parallelism()
@@ -336,7 +352,12 @@ fn prepare(args: &RunArgs, jobserver: jobserver::FromEnv) -> Result<Option<Prepa
     let decision = slots::decide(
         jobserver,
         &slots::Request {
-            explicit_jobs: args.jobs.map(|j| (j as usize, format!("-j {j}"))),
+            explicit_jobs: args.jobs.map(|j| {
+                (
+                    j as usize,
+                    args.origins.describe("jobs", "-j", &j.to_string()),
+                )
+            }),
             parallelism,
             host_slots: args.host_slots.unwrap_or(parallelism),
             pool_base: &pool_base,
@@ -359,10 +380,17 @@ fn prepare(args: &RunArgs, jobserver: jobserver::FromEnv) -> Result<Option<Prepa
     }))
 }
 
-fn missing(program: &str, e: which::Error) -> Fail {
-    Fail::environment(format!(
-        "find {program}: {e} (install it, or choose the other backend with --backend)"
-    ))
+/// The chosen build tool is not there: say which, as the user named it.
+fn missing(args: &RunArgs, tool: &str, e: Option<which::Error>) -> Fail {
+    let program = if tool == "ninja" {
+        &args.tools.ninja
+    } else {
+        &args.tools.make
+    };
+    let why = e
+        .map(|e| e.to_string())
+        .unwrap_or_else(|| "not found".into());
+    Fail::environment(format!("find {tool} ({program}): {why}"))
 }
 
 /// What `execute` leaves for `settle`.

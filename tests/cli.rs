@@ -2,7 +2,8 @@
 
 mod common;
 
-use common::{require, stderr, Space};
+use common::{require, stderr, Space, BRIDGE};
+use std::path::Path;
 use std::process::Output;
 
 /// A current-schema job file whose jobs are `sh -c SCRIPT` with the given inputs and outputs.
@@ -471,4 +472,122 @@ fn emit_writes_nothing_when_the_jobs_fail_their_check() {
         assert_eq!(s.read("out.file"), "before");
         std::fs::remove_file(s.path("out.file")).unwrap();
     }
+}
+
+/// An empty `DTLTO_BRIDGE_*` variable means an unset one: the link runs as if it were not there,
+/// and writes no file named after an empty path (no report, no pool or history in the directory).
+#[test]
+fn empty_variables_mean_unset() {
+    let s = Space::new();
+    s.write("in.o", "x");
+    s.write("j.json", &jobs(&[("cp in.o out.o", &["in.o"], &["out.o"])]));
+    let mut cmd = s.bridge(&["j.json"]);
+    for var in [
+        "KEEP",
+        "QUIET",
+        "JOBS",
+        "BACKEND",
+        "REPORT",
+        "TRACE",
+        "HISTORY",
+        "HOST_POOL",
+        "HOST_SLOTS",
+        "WRAPPER",
+        "ORDER",
+        "NO_FALLBACK",
+        "NO_HISTORY",
+        "SUMMARY",
+        "NINJA",
+        "MAKE",
+    ] {
+        cmd.env(format!("DTLTO_BRIDGE_{var}"), "");
+    }
+    let out = s.ok(&mut cmd);
+    assert_eq!(stderr(&out), "");
+    let mut files = s.files_matching("");
+    files.sort();
+    assert_eq!(files, ["in.o", "j.json", "out.o"]);
+}
+
+/// A bad value names where it came from: the variable, or the option (and that the linker
+/// passed it); an unknown option gets no clap tip that cannot apply; every line is prefixed.
+#[test]
+fn bad_values_name_the_variable_or_option_they_came_from() {
+    let s = Space::new();
+    s.write("j.json", &jobs(&[]));
+    let out = s
+        .bridge(&["j.json"])
+        .env("DTLTO_BRIDGE_BACKEND", "bazel")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        stderr(&out),
+        "dtlto-bridge: error: DTLTO_BRIDGE_BACKEND=bazel: invalid value; possible values: ninja, make\n"
+    );
+    let out = run(&s, &["--jobs=0", "j.json"]);
+    assert!(
+        stderr(&out).starts_with("dtlto-bridge: error: --jobs 0: invalid value"),
+        "{}",
+        stderr(&out)
+    );
+    let out = run(&s, &["--bakend=make", "j.json"]);
+    assert_eq!(
+        stderr(&out),
+        "dtlto-bridge: error: unknown option --bakend; did you mean --backend?\n"
+    );
+    // Through the linker.
+    let inputs = s.hello();
+    let out = s.link(Path::new(BRIDGE), &["--bogus"], &inputs, "hello");
+    let err = stderr(&out);
+    assert!(
+        err.contains("dtlto-bridge: error: unknown option --bogus (passed by the linker: -Xthinlto-distributor= or --thinlto-distributor-arg=)"),
+        "{err}"
+    );
+    assert!(!err.contains("tip:"), "{err}");
+    for line in err
+        .lines()
+        .filter(|l| !l.starts_with("ld.lld") && !l.starts_with("clang"))
+    {
+        assert!(line.starts_with("dtlto-bridge: "), "{line:?} in {err}");
+    }
+}
+
+/// A build tool asked for by name is never silently replaced by the other.
+#[test]
+fn a_missing_build_tool_asked_for_is_an_error() {
+    let s = Space::new();
+    s.write("j.json", &jobs(&[("touch o", &[], &["o"])]));
+    let out = run(&s, &["--ninja=/nonexistent/ninja", "j.json"]);
+    assert_eq!(out.status.code(), Some(3));
+    assert!(
+        stderr(&out).contains("find ninja (--ninja /nonexistent/ninja): "),
+        "{}",
+        stderr(&out)
+    );
+    let out = s
+        .bridge(&["j.json"])
+        .env("DTLTO_BRIDGE_NINJA", "/nonexistent/ninja")
+        .output()
+        .unwrap();
+    assert!(
+        stderr(&out).contains("find ninja (DTLTO_BRIDGE_NINJA=/nonexistent/ninja): "),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!s.exists("o"));
+    let out = run(
+        &s,
+        &[
+            "--ninja=/nonexistent/ninja",
+            "--make=/nonexistent/make",
+            "--backend=make",
+            "j.json",
+        ],
+    );
+    assert!(
+        stderr(&out).contains("find make (/nonexistent/make)"),
+        "{}",
+        stderr(&out)
+    );
 }

@@ -162,6 +162,8 @@ fn an_unusable_jobserver_shares_the_host_pool_and_advises_once_per_build() {
     );
 }
 
+/// `-j` wins over the parent's jobserver, and the warning names where it came from: the option
+/// the linker passed, or the variable.
 #[test]
 fn an_explicit_jobs_count_overrides_the_jobserver_and_says_so() {
     let s = Space::new();
@@ -169,14 +171,19 @@ fn an_explicit_jobs_count_overrides_the_jobserver_and_says_so() {
     s.write(
         "outer.mk",
         &format!(
-            "all:\n\t+{}\n",
-            link_line(&inputs, "p1", "-Xthinlto-distributor=-j3")
+            "all: p1 p2\np1:\n\t+{}\np2:\n\t+DTLTO_BRIDGE_JOBS=2 {}\n",
+            link_line(&inputs, "p1", "-Xthinlto-distributor=-j3"),
+            link_line(&inputs, "p2", "")
         ),
     );
     let out = s.ok(&mut s.command("make", &["-j2", "-f", "outer.mk"]));
     let err = stderr(&out);
     assert!(
-        err.contains("-j 3 overrides the jobserver of the parent build"),
+        err.contains("-j 3 (passed by the linker) overrides the jobserver of the parent build"),
+        "{err}"
+    );
+    assert!(
+        err.contains("DTLTO_BRIDGE_JOBS=2 overrides the jobserver of the parent build"),
         "{err}"
     );
 }
