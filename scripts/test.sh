@@ -3,7 +3,7 @@
 # (unit, golden, and end-to-end links with real clang-22, ld.lld-22, ninja and make).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-"$root/scripts/setup.sh"
+"$root/scripts/setup.sh" --tests
 cd "$root"
 # Settings a developer may have in the environment; every test must isolate what it runs from
 # them, and one that forgets fails here.

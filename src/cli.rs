@@ -226,6 +226,11 @@ pub enum Command {
     ///
     /// Exits non-zero when something a link needs is missing.
     Doctor(DoctorArgs),
+    /// Run a build command and say which of its links went through dtlto-bridge.
+    ///
+    /// Fails when none did: clang drops -fthinlto-distributor= unless the link also has
+    /// -flto=thin, and cargo hides the linker's output, so a build can skip DTLTO silently.
+    Check(CheckArgs),
     /// Run one job and record its outcome (used inside generated build files).
     #[command(name = "__job", hide = true)]
     Job(JobArgs),
@@ -301,6 +306,11 @@ pub struct RunArgs {
     /// Keep the temporary directory (build file, logs) and print where it is.
     #[arg(long, env = "DTLTO_BRIDGE_KEEP", value_parser = clap::builder::BoolishValueParser::new())]
     pub keep: bool,
+
+    /// Append one line of JSON per link to FILE (what it linked, its jobs, where they ran), so
+    /// that a build can show which links went through dtlto-bridge (see `check`).
+    #[arg(long, value_name = "FILE", env = "DTLTO_BRIDGE_LOG")]
+    pub log: Option<Utf8PathBuf>,
 
     #[command(flatten)]
     pub tools: ToolArgs,
@@ -393,6 +403,13 @@ impl WrapperArg {
         shell_words::split(&self.wrapper)
             .map_err(|e| format!("split wrapper {:?}: {e}", self.wrapper))
     }
+}
+
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// The build command, after `--`: `dtlto-bridge check -- cargo build --release`.
+    #[arg(last = true, required = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
 }
 
 #[derive(Debug, Args)]

@@ -4,7 +4,7 @@
 //! run → report, one module each.
 
 use dtlto_bridge::cli::{self, Command};
-use dtlto_bridge::{doctor, launcher, process, report, run, slots};
+use dtlto_bridge::{check, doctor, launcher, process, report, run, slots};
 
 fn main() {
     let cli = cli::parse();
@@ -12,6 +12,7 @@ fn main() {
         Some(Command::Job(args)) => launcher::main(&args.state_dir, args.index),
         Some(Command::Emit(args)) => code(run::emit(args)),
         Some(Command::Doctor(args)) => code(doctor::doctor(args)),
+        Some(Command::Check(args)) => code(check::check(args)),
         None => {
             // First, before any descriptor of our own is opened.
             let jobserver = slots::probe();

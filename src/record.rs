@@ -119,6 +119,29 @@ pub fn build(run: &RunInfo<'_>) -> Record {
     }
 }
 
+/// The line a run appends to `--log FILE`: where, what, how many jobs and where they ran.
+pub fn log_line(r: &Record, dir: &std::path::Path, ok: bool) -> String {
+    serde_json::json!({
+        "version": 1,
+        "time": r.end,
+        "dir": dir.to_string_lossy(),
+        "linker_output": r.linker_output,
+        "ok": ok,
+        "totals": r.totals,
+    })
+    .to_string()
+}
+
+/// Appends `line` to `path` in one write (concurrent links may share the file).
+pub fn append_line(path: &camino::Utf8Path, line: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)?;
+    f.write_all(format!("{line}\n").as_bytes())
+}
+
 /// The one line printed at the end of a successful run.
 pub fn summary(r: &Record) -> String {
     let t = &r.totals;

@@ -264,6 +264,17 @@ fn prepare(args: &RunArgs, jobserver: jobserver::FromEnv) -> Result<Option<Prepa
         return Err(Fail::bad_input(format!("check inputs of {path}: {list}")));
     }
     if file.jobs.is_empty() {
+        // Every job came from lld's ThinLTO cache: a link through dtlto-bridge all the same.
+        let empty = record::build(&record::RunInfo {
+            file: &file,
+            wrapper: &wrapper,
+            outcomes: &[],
+            input_bytes: &[],
+            backend: "none",
+            start: state::now(),
+            end: state::now(),
+        });
+        log(args, &empty, true);
         return Ok(None);
     }
     state::remove_dead(&std::env::temp_dir());
@@ -640,11 +651,21 @@ fn conclude(p: Prepared<'_>, s: Settled, watch: &Watch) -> Result<(), Fail> {
     };
     // Records come after the failures are printed, and never fail the link.
     write_records(args, &record);
+    log(args, &record, result.is_ok());
     if args.keep {
         let kept = state.keep();
         report::note(&format!("kept {kept}"));
     }
     result
+}
+
+/// Appends the link's line to `--log FILE`, if asked for; best effort.
+fn log(args: &RunArgs, record: &record::Record, ok: bool) {
+    let Some(path) = &args.log else { return };
+    let dir = std::env::current_dir().unwrap_or_default();
+    if let Err(e) = record::append_line(path, &record::log_line(record, &dir, ok)) {
+        report::warning(&format!("append to the log {path}: {e}"));
+    }
 }
 
 /// Writes the `--report` and `--trace` files, if asked for: whole (concurrent links may share

@@ -104,8 +104,9 @@ pub fn decide(from_env: jobserver::FromEnv, req: &Request<'_>) -> Decision {
         }
         Err(e) if unusable(&e) => advice.push(format!(
             "the parent build's jobserver ({}) cannot be used: {e}; its slots are shared through \
-             the host pool instead. Mark the link recipe with '+' (or run make 4.4) so make \
-             passes its jobserver to the linker",
+             the host pool instead. Mark the link recipe with '+' so make passes its jobserver \
+             to the linker, or use make 4.4, which passes it to every recipe (CMake's Makefile \
+             generator cannot mark its recipes: use make 4.4 or the Ninja generator)",
             advertised.unwrap_or_default()
         )),
         Err(_) => {}
