@@ -307,6 +307,12 @@ pub struct RunArgs {
     #[arg(long, env = "DTLTO_BRIDGE_KEEP", value_parser = clap::builder::BoolishValueParser::new())]
     pub keep: bool,
 
+    /// Save the job file and every input of its jobs (hard links where possible) in a new
+    /// directory under DIR, laid out as around the linker's directory, so that the jobs can run
+    /// again after the link (lld removes its index shards and extracted archive members).
+    #[arg(long, value_name = "DIR", env = "DTLTO_BRIDGE_SAVE")]
+    pub save: Option<Utf8PathBuf>,
+
     /// Append one line of JSON per link to FILE (what it linked, its jobs, where they ran), so
     /// that a build can show which links went through dtlto-bridge (see `check`).
     #[arg(long, value_name = "FILE", env = "DTLTO_BRIDGE_LOG")]

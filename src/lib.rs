@@ -4,6 +4,7 @@
 //! It holds no logic of its own; `main.rs` is the command-line entry point.
 
 pub mod advice;
+pub mod capture;
 pub mod check;
 pub mod cli;
 pub mod doctor;

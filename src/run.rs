@@ -157,7 +157,7 @@ pub fn emit(args: &EmitArgs) -> Result<(), Fail> {
         report::warning(&format!(
             "{list}\nthe build file runs only where they exist: lld removes index shards and the \
              archive members it extracted when the link ends (keep them with -Wl,--save-temps, \
-             or capture a link with --save-job-file DIR)"
+             or capture a link with --save DIR)"
         ));
     }
     Ok(())
@@ -262,6 +262,24 @@ fn prepare(args: &RunArgs, jobserver: jobserver::FromEnv) -> Result<Option<Prepa
     let inputs = plan::stat_inputs(&file, &cwd);
     if let Some(list) = missing_list(&file, inputs.missing.len(), &inputs.missing) {
         return Err(Fail::bad_input(format!("check inputs of {path}: {list}")));
+    }
+    if let Some(dir) = &args.save {
+        let saved = crate::capture::save(dir, path, &file, &cwd)
+            .map_err(|e| Fail::environment(format!("save the link in {dir}: {e}")))?;
+        let how = if saved.copied > 0 {
+            format!("{} copied", saved.copied)
+        } else {
+            "hard links".to_string()
+        };
+        report::note(&format!(
+            "saved {} and its jobs' {} input file(s) ({:.1} MB, {how}) in {}; run the jobs again \
+             from there: dtlto-bridge emit {} -o jobs.ninja && ninja -f jobs.ninja",
+            path,
+            saved.files - 1,
+            saved.bytes as f64 / 1e6,
+            saved.run_dir,
+            crate::escape::shell_word(saved.job_file.file_name().unwrap_or("")),
+        ));
     }
     if file.jobs.is_empty() {
         // Every job came from lld's ThinLTO cache: a link through dtlto-bridge all the same.

@@ -245,3 +245,46 @@ fn thinlto_cache_hits_leave_a_partial_job_list() {
         "second link should see only the changed jobs: {counts:?}"
     );
 }
+
+/// `--save DIR` keeps what a link's jobs need after lld has removed its index shards and the
+/// archive members it extracted: `emit` of the saved job file runs with plain ninja, from the
+/// saved directory, with no input missing.
+#[test]
+fn a_saved_link_runs_again_with_emit_and_plain_ninja() {
+    require("ninja");
+    let s = Space::new();
+    let inputs = s.hello();
+    let out = s.link(bridge(), &["--save=saved"], &inputs, "hello");
+    assert_linked(&out);
+    let err = stderr(&out);
+    assert!(err.contains("dtlto-bridge: saved hello."), "{err}");
+    assert!(
+        s.files_matching("thinlto.bc").is_empty(),
+        "lld removed its shards"
+    );
+    let saved: Vec<_> = std::fs::read_dir(s.path("saved")).unwrap().collect();
+    assert_eq!(saved.len(), 1);
+    let run_dir = saved[0].as_ref().unwrap().path();
+    let job_file = std::fs::read_dir(&run_dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .find(|n| n.ends_with(".dist-file.json"))
+        .unwrap();
+    let mut emit = s.bridge(&["emit", &job_file, "-o", "jobs.ninja"]);
+    let out = s.ok(emit.current_dir(&run_dir));
+    assert_eq!(stderr(&out), "", "no input is missing");
+    s.ok(s
+        .command("ninja", &["-f", "jobs.ninja"])
+        .current_dir(&run_dir));
+    let objects = std::fs::read_dir(&run_dir)
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .ends_with(".native.o")
+        })
+        .count();
+    assert_eq!(objects, 5);
+}
