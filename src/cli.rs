@@ -321,6 +321,9 @@ pub struct RunArgs {
     #[command(flatten)]
     pub tools: ToolArgs,
 
+    #[command(flatten)]
+    pub remote: RemoteArgs,
+
     /// Where each option given came from (filled by `parse`).
     #[arg(skip)]
     pub origins: Origins,
@@ -389,6 +392,97 @@ pub struct DoctorArgs {
 
     #[command(flatten)]
     pub tools: ToolArgs,
+}
+
+/// Running jobs on a Remote Execution API server (BuildGrid, Buildbarn, BuildBuddy, NativeLink).
+#[derive(Debug, Args, Clone, Default)]
+pub struct RemoteArgs {
+    /// Run jobs on this Remote Execution API server: grpc://HOST:PORT, grpcs://HOST:PORT (TLS)
+    /// or unix:PATH.
+    #[arg(long, value_name = "URL", env = "DTLTO_BRIDGE_REMOTE")]
+    pub remote: Option<String>,
+
+    /// The server's instance name.
+    #[arg(
+        long,
+        value_name = "NAME",
+        env = "DTLTO_BRIDGE_REMOTE_INSTANCE",
+        default_value = ""
+    )]
+    pub remote_instance: String,
+
+    /// A header sent with every call, such as an API key; repeatable (in the variable: comma
+    /// separated).
+    #[arg(long, value_name = "NAME=VALUE", env = "DTLTO_BRIDGE_REMOTE_HEADER", value_delimiter = ',', value_parser = key_value)]
+    pub remote_header: Vec<(String, String)>,
+
+    /// Read headers from FILE, one NAME=VALUE a line (keeps keys out of `ps` and build logs).
+    #[arg(long, value_name = "FILE", env = "DTLTO_BRIDGE_REMOTE_HEADER_FILE")]
+    pub remote_header_file: Option<Utf8PathBuf>,
+
+    /// A platform property the workers must have (OSFamily=linux, container-image=...);
+    /// repeatable (in the variable: comma separated).
+    #[arg(long, value_name = "KEY=VALUE", env = "DTLTO_BRIDGE_REMOTE_PLATFORM", value_delimiter = ',', value_parser = key_value)]
+    pub remote_platform: Vec<(String, String)>,
+
+    /// Jobs in flight on the server at once.
+    #[arg(long, value_name = "N", env = "DTLTO_BRIDGE_REMOTE_JOBS", default_value = "64", value_parser = clap::value_parser!(u32).range(1..=100000))]
+    pub remote_jobs: u32,
+
+    /// Neither read nor write the server's action cache.
+    #[arg(long, env = "DTLTO_BRIDGE_REMOTE_NO_CACHE", value_parser = clap::builder::BoolishValueParser::new())]
+    pub remote_no_cache: bool,
+
+    /// A PEM file of the authorities that sign the server's certificate (grpcs://), instead of
+    /// the system's.
+    #[arg(long, value_name = "FILE", env = "DTLTO_BRIDGE_REMOTE_CA")]
+    pub remote_ca: Option<Utf8PathBuf>,
+
+    /// The workers mount the input root at / : jobs with absolute paths may run remotely too.
+    #[arg(long, env = "DTLTO_BRIDGE_REMOTE_ABSOLUTE_PATHS", value_parser = clap::builder::BoolishValueParser::new())]
+    pub remote_absolute_paths: bool,
+}
+
+/// NAME=VALUE, NAME not empty.
+fn key_value(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
+        _ => Err(format!("{text:?} is not NAME=VALUE")),
+    }
+}
+
+impl RemoteArgs {
+    /// The remote options, or None when no server is named; an error for a header file that
+    /// cannot be read.
+    pub fn options(&self) -> Result<Option<crate::remote::Options>, String> {
+        let Some(url) = &self.remote else {
+            return Ok(None);
+        };
+        let mut headers = self.remote_header.clone();
+        if let Some(path) = &self.remote_header_file {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| format!("read the header file {path}: {e}"))?;
+            for (n, line) in text.lines().enumerate() {
+                let line = line.trim();
+                if line.is_empty() || line.starts_with('#') {
+                    continue;
+                }
+                headers.push(key_value(line).map_err(|e| format!("{path}:{}: {e}", n + 1))?);
+            }
+        }
+        Ok(Some(crate::remote::Options {
+            target: crate::reapi::Target {
+                url: url.clone(),
+                instance: self.remote_instance.clone(),
+                headers,
+                ca: self.remote_ca.clone().map(Into::into),
+            },
+            jobs: self.remote_jobs as usize,
+            cache: !self.remote_no_cache,
+            platform: self.remote_platform.clone(),
+            root_is_slash: self.remote_absolute_paths,
+        }))
+    }
 }
 
 #[derive(Debug, Args)]

@@ -3,6 +3,7 @@
 //!
 //! It holds no logic of its own; `main.rs` is the command-line entry point.
 
+pub mod action;
 pub mod advice;
 pub mod capture;
 pub mod check;
@@ -18,7 +19,9 @@ pub mod pool;
 pub mod process;
 pub mod progress;
 pub mod proto;
+pub mod reapi;
 pub mod record;
+pub mod remote;
 pub mod render;
 pub mod report;
 pub mod run;

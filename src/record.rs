@@ -21,8 +21,12 @@ pub struct JobRecord {
     pub exit_code: Option<i32>,
     pub signal: Option<i32>,
     pub error: Option<String>,
-    /// "local", "wrapper", "fallback" (failed through the wrapper, then ran locally) or "not run".
+    /// "local", "wrapper", "remote", "remote cache", "fallback" (failed through the wrapper or
+    /// remotely, then ran locally) or "not run".
     pub ran: &'static str,
+    /// Where and how it ran remotely (its first run), if it went there.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub remote: Option<crate::remote::Info>,
     pub fallback_reason: Option<String>,
     pub ok: bool,
     pub input_bytes: u64,
@@ -36,6 +40,8 @@ pub struct Totals {
     pub failed: usize,
     pub via_wrapper: usize,
     pub local: usize,
+    pub remote: usize,
+    pub remote_cache: usize,
     pub fell_back: usize,
     pub input_bytes: u64,
     /// The jobs' own time, added up.
@@ -52,6 +58,9 @@ pub struct Record {
     pub end: f64,
     pub wall_seconds: f64,
     pub totals: Totals,
+    /// What the remote path sent and fetched, when a server was used.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub remote: Option<crate::remote::Totals>,
     pub jobs: Vec<JobRecord>,
 }
 
@@ -89,6 +98,7 @@ pub fn build(run: &RunInfo<'_>) -> Record {
                 signal: s.and_then(|s| s.signal),
                 error: s.and_then(|s| s.spawn_error.clone()),
                 ran: o.ran.name(),
+                remote: o.remote.clone(),
                 fallback_reason: o.fallback.as_ref().map(|f| f.reason.clone()),
                 ok: o.ok(),
                 input_bytes: run.input_bytes[o.index],
@@ -103,6 +113,8 @@ pub fn build(run: &RunInfo<'_>) -> Record {
         failed: jobs.iter().filter(|j| !j.ok).count(),
         via_wrapper: count("wrapper"),
         local: count("local"),
+        remote: count("remote"),
+        remote_cache: count("remote cache"),
         fell_back: count("fallback"),
         input_bytes: jobs.iter().map(|j| j.input_bytes).sum(),
         job_seconds: jobs.iter().filter_map(|j| j.seconds).sum(),
@@ -115,6 +127,7 @@ pub fn build(run: &RunInfo<'_>) -> Record {
         end: run.end,
         wall_seconds: run.end - run.start,
         totals,
+        remote: None,
         jobs,
     }
 }
@@ -145,16 +158,31 @@ pub fn append_line(path: &camino::Utf8Path, line: &str) -> std::io::Result<()> {
 /// The one line printed at the end of a successful run.
 pub fn summary(r: &Record) -> String {
     let t = &r.totals;
-    let mut line = format!(
-        "{} job{} ({} local, {} via wrapper, {} fell back) in {:.2}s with {}",
-        t.jobs,
-        if t.jobs == 1 { "" } else { "s" },
-        t.local,
-        t.via_wrapper,
-        t.fell_back,
-        r.wall_seconds,
-        r.backend
-    );
+    let mut line = match &r.remote {
+        Some(remote) => format!(
+            "{} job{}: {} remote, {} from the remote cache, {} fell back, {} local; uploaded \
+             {:.1} MB; in {:.2}s with {}",
+            t.jobs,
+            if t.jobs == 1 { "" } else { "s" },
+            t.remote,
+            t.remote_cache,
+            t.fell_back,
+            t.local,
+            remote.uploaded_bytes as f64 / 1e6,
+            r.wall_seconds,
+            r.backend
+        ),
+        None => format!(
+            "{} job{} ({} local, {} via wrapper, {} fell back) in {:.2}s with {}",
+            t.jobs,
+            if t.jobs == 1 { "" } else { "s" },
+            t.local,
+            t.via_wrapper,
+            t.fell_back,
+            r.wall_seconds,
+            r.backend
+        ),
+    };
     if let Some(slow) = r
         .jobs
         .iter()
@@ -256,6 +284,7 @@ mod tests {
             signal: None,
             error: None,
             ran: "local",
+            remote: None,
             fallback_reason: None,
             ok: true,
             input_bytes: 0,
@@ -277,10 +306,13 @@ mod tests {
                 failed: 0,
                 via_wrapper: 0,
                 local: jobs.len(),
+                remote: 0,
+                remote_cache: 0,
                 fell_back: 0,
                 input_bytes: 0,
                 job_seconds: 0.0,
             },
+            remote: None,
             jobs,
         }
     }

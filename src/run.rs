@@ -239,6 +239,7 @@ struct Prepared<'a> {
     decision: slots::Decision,
     pool_base: Utf8PathBuf,
     parallelism: usize,
+    remote: Option<crate::remote::Options>,
 }
 
 /// The default run: everything from the job file to verified outputs.
@@ -259,6 +260,7 @@ fn prepare(args: &RunArgs, jobserver: jobserver::FromEnv) -> Result<Option<Prepa
     let (cwd, cwd_text) = cwd()?;
     let file = load(path, &cwd_text)?;
     let wrapper = wrapper(&args.wrapper)?;
+    let remote = args.remote.options().map_err(Fail::bad_input)?;
     let inputs = plan::stat_inputs(&file, &cwd);
     if let Some(list) = missing_list(&file, inputs.missing.len(), &inputs.missing) {
         return Err(Fail::bad_input(format!("check inputs of {path}: {list}")));
@@ -406,7 +408,38 @@ fn prepare(args: &RunArgs, jobserver: jobserver::FromEnv) -> Result<Option<Prepa
         decision,
         pool_base,
         parallelism,
+        remote,
     }))
+}
+
+/// Connects to the remote server, if one is named: the connection, and which jobs may go there.
+/// A server that cannot be used is one warning, and every job runs here.
+fn start_remote(p: &Prepared<'_>) -> (Option<crate::remote::Remote>, Vec<bool>, usize) {
+    let Some(options) = &p.remote else {
+        return (None, Vec::new(), 0);
+    };
+    match crate::remote::Remote::start(options, &p.file, &p.cwd, p.state.path()) {
+        Ok((remote, why)) => {
+            let here: Vec<(usize, &String)> = why
+                .iter()
+                .enumerate()
+                .filter_map(|(i, w)| w.as_ref().map(|w| (i, w)))
+                .collect();
+            if let Some((i, reason)) = here.first() {
+                report::note(&format!(
+                    "{} job(s) run here, not remotely; job {i} ({}): {reason}",
+                    here.len(),
+                    p.file.jobs[*i].outputs[0]
+                ));
+            }
+            let ok = why.iter().map(Option::is_none).collect();
+            (Some(remote), ok, options.jobs)
+        }
+        Err(e) => {
+            report::warning(&format!("remote: {e}; every job runs here"));
+            (None, Vec::new(), 0)
+        }
+    }
 }
 
 /// The chosen build tool is not there: say which, as the user named it.
@@ -448,7 +481,8 @@ fn execute(p: &mut Prepared<'_>, watch: &Watch) -> Result<Executed, Fail> {
         Source::Pool(pool) => pool.size(),
         Source::Jobserver(_) => WAITING,
     };
-    let tool_jobs = n.min(local_bound + WAITING).max(1);
+    let (remote, remote_ok, remote_jobs) = start_remote(p);
+    let tool_jobs = n.min(local_bound + remote_jobs + WAITING).max(1);
 
     let mut cmd = Command::new(&p.program);
     cmd.args([
@@ -494,10 +528,14 @@ fn execute(p: &mut Prepared<'_>, watch: &Watch) -> Result<Executed, Fail> {
             expected: tool_jobs,
             own,
             can_grow,
+            remote: remote_ok,
+            remote_jobs,
+            remote_fallback: !p.args.no_fallback,
         },
         state_dir: p.state.path().to_owned(),
         cwd: p.cwd.clone(),
         parallelism: p.parallelism,
+        remote,
     };
     let server = Server::start(setup, supply, rx)
         .map_err(|e| Fail::environment(format!("listen for job launchers: {e}")))?;
@@ -546,6 +584,7 @@ fn execute(p: &mut Prepared<'_>, watch: &Watch) -> Result<Executed, Fail> {
 struct Settled {
     outcomes: Vec<Outcome>,
     warnings: Vec<String>,
+    remote: Option<crate::remote::Totals>,
     tool: Result<ExitStatus, String>,
     signal: Option<i32>,
     start: f64,
@@ -564,7 +603,11 @@ fn settle(p: &Prepared<'_>, executed: Executed, watch: &Watch) -> Settled {
         server.cancel(watch.received().unwrap_or(libc::SIGTERM));
         server.wait_for_launchers(LAUNCHERS_GONE);
     }
-    let (records, warnings) = server.finish();
+    let sched::Finished {
+        records,
+        warnings,
+        remote,
+    } = server.finish();
     let dir = p.state.path();
     let read = |index: usize, attempt: usize| {
         fs::read(sched::stderr_file(dir, index, attempt))
@@ -588,6 +631,7 @@ fn settle(p: &Prepared<'_>, executed: Executed, watch: &Watch) -> Settled {
                 },
                 status: last.map(|a| a.status.clone()),
                 problem: last.and_then(|a| a.problem.clone()),
+                remote: r.attempts.first().and_then(|a| a.remote.clone()),
             }
         })
         .collect();
@@ -599,6 +643,7 @@ fn settle(p: &Prepared<'_>, executed: Executed, watch: &Watch) -> Settled {
     Settled {
         outcomes,
         warnings,
+        remote,
         tool,
         signal: watch.received(),
         start,
@@ -629,6 +674,10 @@ fn conclude(p: Prepared<'_>, s: Settled, watch: &Watch) -> Result<(), Fail> {
         start: s.start,
         end: s.end,
     });
+    let record = record::Record {
+        remote: s.remote.clone(),
+        ..record
+    };
     let tool_ok = matches!(&s.tool, Ok(status) if status.success());
     let all_ok = s.outcomes.iter().all(Outcome::ok);
     let signal = s.signal.or_else(|| watch.received());

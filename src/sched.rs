@@ -40,6 +40,10 @@ pub enum Action {
     Finish { index: usize, code: i32 },
     /// Tell job `index`'s launcher to stop its command.
     Cancel { index: usize, signal: i32 },
+    /// Run job `index` remotely, as attempt `attempt`; its launcher waits.
+    Remote { index: usize, attempt: usize },
+    /// Stop every remote job.
+    CancelRemote,
     /// Ask the supply for this many more slots.
     Request(usize),
     /// Give this many taken slots back to the supply.
@@ -58,6 +62,11 @@ pub struct Policy {
     pub own: usize,
     /// Whether the supply can give more.
     pub can_grow: bool,
+    /// Jobs that may run remotely (empty: none), and how many at once.
+    pub remote: Vec<bool>,
+    pub remote_jobs: usize,
+    /// Whether a job that fails remotely runs again here.
+    pub remote_fallback: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -66,6 +75,8 @@ enum Phase {
     Waiting,
     /// Its launcher waits for a slot.
     Ready,
+    /// It runs on the remote server; its launcher waits.
+    Remote,
     Running {
         slot: Slot,
         wrapped: bool,
@@ -77,6 +88,8 @@ enum Phase {
 #[derive(Debug, Clone)]
 pub struct Attempt {
     pub wrapped: bool,
+    /// How it ran remotely, if it did.
+    pub remote: Option<crate::remote::Info>,
     pub status: Status,
     /// What was wrong with it, if anything (a failure, or an output missing or empty).
     pub problem: Option<String>,
@@ -96,7 +109,9 @@ impl Record {
         match self.attempts.as_slice() {
             _ if !self.finished => Ran::NotRun,
             [] => Ran::NotRun,
-            [first, _, ..] if first.wrapped => Ran::Fallback,
+            [first, _, ..] if first.wrapped || first.remote.is_some() => Ran::Fallback,
+            [first] if first.remote.as_ref().is_some_and(|r| r.cached) => Ran::RemoteCache,
+            [first] if first.remote.is_some() => Ran::Remote,
             [first, ..] if first.wrapped => Ran::Wrapper,
             _ => Ran::Local,
         }
@@ -144,6 +159,12 @@ pub struct Core {
     phase: Vec<Phase>,
     records: Vec<Record>,
     ready: BinaryHeap<Entry>,
+    /// Ready jobs that go to the remote server.
+    ready_remote: BinaryHeap<Entry>,
+    remote: Vec<bool>,
+    remote_jobs: usize,
+    remote_fallback: bool,
+    remote_running: usize,
     /// Slots held and not in use.
     free: Vec<Slot>,
     /// Slots asked of the supply and not yet arrived.
@@ -168,6 +189,11 @@ impl Core {
             phase: vec![Phase::Waiting; n],
             records: vec![Record::default(); n],
             ready: BinaryHeap::new(),
+            ready_remote: BinaryHeap::new(),
+            remote: policy.remote.clone(),
+            remote_jobs: policy.remote_jobs,
+            remote_fallback: policy.remote_fallback,
+            remote_running: 0,
             free: vec![Slot::Own; policy.own],
             asked: 0,
             can_grow: policy.can_grow,
@@ -220,10 +246,15 @@ impl Core {
             }]);
         }
         self.phase[index] = Phase::Ready;
-        self.ready.push(Entry {
+        let entry = Entry {
             cost: self.cost[index],
             index,
-        });
+        };
+        if self.remote.get(index) == Some(&true) && self.remote_jobs > 0 {
+            self.ready_remote.push(entry);
+        } else {
+            self.ready.push(entry);
+        }
         self.connected += 1;
         if self.connected >= self.expected {
             self.gathering = false;
@@ -282,6 +313,7 @@ impl Core {
         let record = &mut self.records[index];
         record.attempts.push(Attempt {
             wrapped,
+            remote: None,
             status,
             problem,
         });
@@ -304,9 +336,51 @@ impl Core {
         actions
     }
 
+    /// Job `index` ended remotely; `end.problem` says what was wrong, if anything. A job that
+    /// failed runs again here when the policy says so.
+    pub fn remote_done(&mut self, index: usize, end: crate::remote::End) -> Vec<Action> {
+        if self.phase.get(index) != Some(&Phase::Remote) {
+            return Vec::new();
+        }
+        self.remote_running -= 1;
+        let failed = end.problem.is_some();
+        let record = &mut self.records[index];
+        record.attempts.push(Attempt {
+            wrapped: false,
+            remote: Some(end.info),
+            status: end.status,
+            problem: end.problem,
+        });
+        if failed && self.remote_fallback && self.cancelled.is_none() {
+            self.phase[index] = Phase::Ready;
+            self.running -= 1;
+            self.ready.push(Entry {
+                cost: self.cost[index],
+                index,
+            });
+            return self.dispatch();
+        }
+        record.finished = true;
+        self.phase[index] = Phase::Done;
+        self.running -= 1;
+        self.done += 1;
+        let mut actions = vec![Action::Finish {
+            index,
+            code: i32::from(failed),
+        }];
+        actions.extend(self.dispatch());
+        actions
+    }
+
     /// Job `index`'s launcher went away (it exited, or was killed).
     pub fn gone(&mut self, index: usize) -> Vec<Action> {
         match self.phase.get(index).cloned() {
+            Some(Phase::Remote) => {
+                self.phase[index] = Phase::Done;
+                self.remote_running -= 1;
+                self.running -= 1;
+                self.dispatch()
+            }
             Some(Phase::Ready) => {
                 // Left in the heap; `dispatch` skips it.
                 self.phase[index] = Phase::Done;
@@ -327,9 +401,12 @@ impl Core {
         }
         self.cancelled = Some(signal);
         let mut actions = Vec::new();
+        if self.remote_running > 0 {
+            actions.push(Action::CancelRemote);
+        }
         for index in 0..self.phase.len() {
             match self.phase[index] {
-                Phase::Ready => {
+                Phase::Ready | Phase::Remote => {
                     self.phase[index] = Phase::Done;
                     actions.push(Action::Finish {
                         index,
@@ -341,6 +418,8 @@ impl Core {
             }
         }
         self.ready.clear();
+        self.ready_remote.clear();
+        self.remote_running = 0;
         actions.extend(self.dispatch());
         actions
     }
@@ -357,6 +436,21 @@ impl Core {
     fn dispatch(&mut self) -> Vec<Action> {
         let mut actions = Vec::new();
         if self.cancelled.is_none() && !self.gathering {
+            while self.remote_running < self.remote_jobs {
+                let Some(Entry { index, .. }) = self.ready_remote.pop() else {
+                    break;
+                };
+                if self.phase[index] != Phase::Ready {
+                    continue;
+                }
+                self.phase[index] = Phase::Remote;
+                self.remote_running += 1;
+                self.running += 1;
+                actions.push(Action::Remote {
+                    index,
+                    attempt: self.records[index].attempts.len(),
+                });
+            }
             while !self.free.is_empty() {
                 let Some(Entry { index, .. }) = self.ready.pop() else {
                     break;
@@ -367,16 +461,16 @@ impl Core {
                 // Own slots first: taken ones are the ones to give back.
                 let at = self.free.iter().position(|s| *s == Slot::Own);
                 let slot = self.free.remove(at.unwrap_or(self.free.len() - 1));
-                self.phase[index] = Phase::Running {
-                    slot,
-                    wrapped: self.wrapped,
-                };
+                // A job that failed remotely runs here without the wrapper.
+                let attempt = self.records[index].attempts.len();
+                let wrapped = self.wrapped && attempt == 0;
+                self.phase[index] = Phase::Running { slot, wrapped };
                 self.running += 1;
                 actions.push(Action::Run {
                     index,
-                    wrapped: self.wrapped,
+                    wrapped,
                     slot,
-                    attempt: 0,
+                    attempt,
                 });
             }
         }
@@ -416,6 +510,8 @@ pub struct Setup {
     pub cwd: PathBuf,
     /// Own slots to use should the supply fail.
     pub parallelism: usize,
+    /// The link's connection to a remote server, if jobs go there.
+    pub remote: Option<crate::remote::Remote>,
 }
 
 struct Inner {
@@ -433,8 +529,11 @@ struct Shared {
     closed: Condvar,
     /// Taken out and stopped by `finish`.
     supply: Mutex<Option<Supply>>,
+    /// Taken out and finished by `finish`.
+    remote: Mutex<Option<crate::remote::Remote>>,
     setup: Setup,
     stopping: AtomicBool,
+    me: std::sync::Weak<Shared>,
 }
 
 impl Shared {
@@ -478,6 +577,30 @@ impl Shared {
                 }
                 Action::Cancel { index, signal } => {
                     self.send(inner, index, &ToLauncher::Cancel { signal })
+                }
+                Action::Remote { index, attempt } => {
+                    let remote = self.remote.lock().unwrap_or_else(|e| e.into_inner());
+                    let me = self.me.clone();
+                    let reply = Box::new(move |end| {
+                        if let Some(shared) = me.upgrade() {
+                            let mut inner = shared.lock();
+                            let actions = inner.core.remote_done(index, end);
+                            shared.apply(&mut inner, actions);
+                        }
+                    });
+                    match &*remote {
+                        Some(r) => r.submit(index, attempt, reply),
+                        None => reply(crate::remote::End {
+                            status: Status::default(),
+                            problem: Some("remote: the link's connection is closed".into()),
+                            info: Default::default(),
+                        }),
+                    }
+                }
+                Action::CancelRemote => {
+                    if let Some(r) = &*self.remote.lock().unwrap_or_else(|e| e.into_inner()) {
+                        r.cancel();
+                    }
                 }
                 Action::Request(n) => {
                     if let Some(s) = &*supply {
@@ -527,7 +650,9 @@ impl Server {
         let listener = proto::listen(&setup.state_dir)?;
         let n = setup.file.jobs.len();
         let core = Core::new(setup.cost.clone(), &setup.policy);
-        let shared = Arc::new(Shared {
+        let mut setup = setup;
+        let remote = Mutex::new(setup.remote.take());
+        let shared = Arc::new_cyclic(|me| Shared {
             inner: Mutex::new(Inner {
                 core,
                 conns: vec![None; n],
@@ -537,8 +662,10 @@ impl Server {
             }),
             closed: Condvar::new(),
             supply: Mutex::new(Some(supply)),
+            remote,
             setup,
             stopping: AtomicBool::new(false),
+            me: me.clone(),
         });
         let s = shared.clone();
         let accept = std::thread::Builder::new()
@@ -617,13 +744,21 @@ impl Server {
 
     /// Stops listening and taking slots; returns each job's record and the warnings to print.
     /// Jobserver tokens held by launchers still running are left to them to give back.
-    pub fn finish(mut self) -> (Vec<Record>, Vec<String>) {
+    pub fn finish(mut self) -> Finished {
         self.shared.stopping.store(true, AtomicOrdering::SeqCst);
         // Wake the accept loop with a connection of our own.
         let _ = proto::connect(&self.shared.setup.state_dir);
         if let Some(t) = self.accept.take() {
             let _ = t.join();
         }
+        // Nothing remote writes an output or changes a record after this.
+        let remote = self
+            .shared
+            .remote
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+            .map(crate::remote::Remote::finish);
         let (records, warnings, handed) = {
             let inner = self.shared.lock();
             (
@@ -648,8 +783,20 @@ impl Server {
         if let Some(t) = self.pump.take() {
             let _ = t.join();
         }
-        (records, warnings)
+        Finished {
+            records,
+            warnings,
+            remote,
+        }
     }
+}
+
+/// What a finished server leaves.
+pub struct Finished {
+    pub records: Vec<Record>,
+    pub warnings: Vec<String>,
+    /// What the remote path sent and fetched, if it was used.
+    pub remote: Option<crate::remote::Totals>,
 }
 
 fn accept_loop(shared: &Arc<Shared>, listener: &UnixListener) {
@@ -749,6 +896,9 @@ mod tests {
             expected,
             own,
             can_grow,
+            remote: Vec::new(),
+            remote_jobs: 0,
+            remote_fallback: false,
         }
     }
 

@@ -113,7 +113,7 @@ pub fn now() -> f64 {
 }
 
 /// How one run of a job's command ended.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Status {
     /// Exit code, when the command exited.
     pub code: Option<i32>,
@@ -159,8 +159,12 @@ pub enum Ran {
     NotRun,
     Local,
     Wrapper,
-    /// Through the wrapper first, which failed; then locally.
+    /// Through the wrapper or remotely first, which failed; then locally.
     Fallback,
+    /// On the remote server.
+    Remote,
+    /// From the remote action cache, without executing.
+    RemoteCache,
 }
 
 impl Ran {
@@ -170,6 +174,8 @@ impl Ran {
             Ran::Local => "local",
             Ran::Wrapper => "wrapper",
             Ran::Fallback => "fallback",
+            Ran::Remote => "remote",
+            Ran::RemoteCache => "remote cache",
         }
     }
 }
@@ -196,6 +202,8 @@ pub struct Outcome {
     /// What was wrong with the last run, checked as it ended: its status, or an output missing,
     /// empty or cut short.
     pub problem: Option<String>,
+    /// How its first run went on the remote server, if it went there.
+    pub remote: Option<crate::remote::Info>,
 }
 
 impl Outcome {
