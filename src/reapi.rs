@@ -475,15 +475,20 @@ impl Client {
         }
     }
 
-    /// Asks the server to cancel an operation; best effort.
-    pub async fn cancel(&mut self, name: &str) {
-        let _ = tokio::time::timeout(
+    /// Asks the server to cancel an operation, waiting at most 2 s.
+    pub async fn cancel(&mut self, name: &str) -> Result<(), String> {
+        match tokio::time::timeout(
             Duration::from_secs(2),
             self.ops.cancel_operation(lr::CancelOperationRequest {
                 name: name.to_string(),
             }),
         )
-        .await;
+        .await
+        {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(s)) => Err(describe(&s)),
+            Err(_) => Err("no answer in 2 s".into()),
+        }
     }
 }
 

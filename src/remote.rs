@@ -63,13 +63,17 @@ pub struct End {
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Totals {
     pub server: String,
-    pub uploaded_bytes: u64,
+    /// Distinct blobs the link's actions need (inputs and messages), and those the server
+    /// lacked and were sent: each at most once.
+    pub distinct_blobs: u64,
     pub uploaded_blobs: u64,
+    pub uploaded_bytes: u64,
     pub downloaded_bytes: u64,
 }
 
 #[derive(Default)]
 struct Counters {
+    distinct_blobs: AtomicU64,
     uploaded_bytes: AtomicU64,
     uploaded_blobs: AtomicU64,
     downloaded_bytes: AtomicU64,
@@ -304,7 +308,11 @@ impl Remote {
         let mut cancelling = lock(&self.cancelling);
         for name in names {
             let mut client = self.ctx.client.clone();
-            cancelling.push(self.rt.spawn(async move { client.cancel(&name).await }));
+            cancelling.push(self.rt.spawn(async move {
+                if let Err(e) = client.cancel(&name).await {
+                    crate::report::warning(&format!("cancel the remote operation {name}: {e}"));
+                }
+            }));
         }
     }
 
@@ -313,6 +321,7 @@ impl Remote {
         let c = &self.ctx.counters;
         let totals = Totals {
             server: self.server.clone(),
+            distinct_blobs: c.distinct_blobs.load(Ordering::Relaxed),
             uploaded_bytes: c.uploaded_bytes.load(Ordering::Relaxed),
             uploaded_blobs: c.uploaded_blobs.load(Ordering::Relaxed),
             downloaded_bytes: c.downloaded_bytes.load(Ordering::Relaxed),
@@ -369,6 +378,9 @@ async fn upload_all(ctx: &Ctx) -> Result<(), String> {
             all.push(digest.clone());
         }
     }
+    ctx.counters
+        .distinct_blobs
+        .store(all.len() as u64, Ordering::Relaxed);
     let missing = retrying(|| {
         let mut c = ctx.client.clone();
         let all = all.clone();
@@ -395,10 +407,6 @@ async fn upload_all(ctx: &Ctx) -> Result<(), String> {
                 data
             }
         };
-        ctx.counters
-            .uploaded_bytes
-            .fetch_add(data.len() as u64, Ordering::Relaxed);
-        ctx.counters.uploaded_blobs.fetch_add(1, Ordering::Relaxed);
         if !ctx.client.batchable(data.len()) {
             retrying(|| {
                 let mut c = ctx.client.clone();
@@ -407,6 +415,10 @@ async fn upload_all(ctx: &Ctx) -> Result<(), String> {
             })
             .await
             .map_err(|s| format!("upload {}: {}", digest.hash, reapi::describe(&s)))?;
+            ctx.counters.uploaded_blobs.fetch_add(1, Ordering::Relaxed);
+            ctx.counters
+                .uploaded_bytes
+                .fetch_add(data.len() as u64, Ordering::Relaxed);
             continue;
         }
         if batch_size + data.len() + 1024 > max {
@@ -424,13 +436,21 @@ async fn upload_all(ctx: &Ctx) -> Result<(), String> {
 
 async fn send_batch(ctx: &Ctx, batch: Vec<(re::Digest, Vec<u8>)>) -> Result<(), String> {
     let n = batch.len();
+    let bytes: usize = batch.iter().map(|(_, d)| d.len()).sum();
     retrying(|| {
         let mut c = ctx.client.clone();
         let batch = batch.clone();
         async move { c.batch_upload(batch).await }
     })
     .await
-    .map_err(|s| format!("upload {n} blob(s): {}", reapi::describe(&s)))
+    .map_err(|s| format!("upload {n} blob(s): {}", reapi::describe(&s)))?;
+    ctx.counters
+        .uploaded_blobs
+        .fetch_add(n as u64, Ordering::Relaxed);
+    ctx.counters
+        .uploaded_bytes
+        .fetch_add(bytes as u64, Ordering::Relaxed);
+    Ok(())
 }
 
 fn seconds(from: std::time::Instant) -> f64 {

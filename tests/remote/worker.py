@@ -157,18 +157,22 @@ class Bot:
             env = {v.name: v.value for v in command.environment_variables}
             env.setdefault("PATH", os.environ.get("PATH", "/usr/bin:/bin"))
             meta.execution_start_timestamp.CopyFrom(now())
-            if self.args.delay:
-                time.sleep(self.args.delay)
+            # --delay: the action takes at least this long, its lease watched all the while.
+            deadline = time.time() + self.args.delay
             proc = subprocess.Popen(list(command.arguments), cwd=cwd, env=env,
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                     start_new_session=True)
             RUNNING.append(proc)
+            self.log(action=action_hash, started=True)
             # Watch the lease while the command runs: the server may cancel it.
-            while proc.poll() is None:
+            while proc.poll() is None or time.time() < deadline:
                 self.update()
                 current = self.lease(lease_id)
                 if current is None or current.state == bots_pb2.CANCELLED:
-                    os.killpg(proc.pid, signal.SIGKILL)
+                    try:
+                        os.killpg(proc.pid, signal.SIGKILL)
+                    except ProcessLookupError:  # it had ended (--delay keeps the lease)
+                        pass
                     proc.wait()
                     self.log(action=action_hash, argv=list(command.arguments), cancelled=True)
                     return
