@@ -283,7 +283,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "DIR", env = "DTLTO_BRIDGE_HOST_POOL")]
     pub host_pool: Option<Utf8PathBuf>,
 
-    /// Do not re-run a job locally, without the wrapper, when it fails through the wrapper.
+    /// Do not re-run a job locally, without the wrapper, when it fails through the wrapper or
+    /// on the remote server.
     #[arg(long, env = "DTLTO_BRIDGE_NO_FALLBACK", value_parser = clap::builder::BoolishValueParser::new())]
     pub no_fallback: bool,
 
