@@ -231,6 +231,12 @@ pub enum Command {
     /// Fails when none did: clang drops -fthinlto-distributor= unless the link also has
     /// -flto=thin, and cargo hides the linker's output, so a build can skip DTLTO silently.
     Check(CheckArgs),
+    /// Run one command on a Remote Execution API server, with its explicit inputs and outputs
+    /// (as reclient's rewrapper does): the wrapper that makes emitted build files run remotely,
+    /// e.g. --wrapper 'dtlto-bridge rexec --inputs={inputs} --outputs={outputs} --'.
+    ///
+    /// Falls back to running the command here (unless --no-fallback).
+    Rexec(RexecArgs),
     /// Run one job and record its outcome (used inside generated build files).
     #[command(name = "__job", hide = true)]
     Job(JobArgs),
@@ -393,6 +399,10 @@ pub struct DoctorArgs {
 
     #[command(flatten)]
     pub tools: ToolArgs,
+
+    /// With --remote: the server's capabilities and one tiny action's round trip.
+    #[command(flatten)]
+    pub remote: RemoteArgs,
 }
 
 /// Running jobs on a Remote Execution API server (BuildGrid, Buildbarn, BuildBuddy, NativeLink).
@@ -504,6 +514,28 @@ impl WrapperArg {
         shell_words::split(&self.wrapper)
             .map_err(|e| format!("split wrapper {:?}: {e}", self.wrapper))
     }
+}
+
+#[derive(Debug, Args)]
+pub struct RexecArgs {
+    /// The command's input files, comma separated, relative to this directory.
+    #[arg(long, value_name = "LIST", value_delimiter = ',', required = true)]
+    pub inputs: Vec<String>,
+
+    /// The files it writes, comma separated.
+    #[arg(long, value_name = "LIST", value_delimiter = ',', required = true)]
+    pub outputs: Vec<String>,
+
+    /// Fail instead of running the command here when it cannot run remotely.
+    #[arg(long, env = "DTLTO_BRIDGE_NO_FALLBACK", value_parser = clap::builder::BoolishValueParser::new())]
+    pub no_fallback: bool,
+
+    #[command(flatten)]
+    pub remote: RemoteArgs,
+
+    /// The command, after `--`.
+    #[arg(last = true, required = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
 }
 
 #[derive(Debug, Args)]

@@ -186,7 +186,8 @@ pub fn doctor(args: &DoctorArgs) -> Result<(), Fail> {
     let parallelism = std::thread::available_parallelism()
         .map(usize::from)
         .unwrap_or(1);
-    let lines = [
+    let remote = args.remote.options().map_err(Fail::bad_input)?;
+    let mut lines = vec![
         dtlto_tool("clang", &["clang-22", "clang"], "-fthinlto-distributor="),
         dtlto_tool("ld.lld", &["ld.lld-22", "ld.lld"], "--thinlto-distributor="),
         build_tool(Format::Ninja, &args.tools.ninja, backend == Format::Ninja),
@@ -195,6 +196,20 @@ pub fn doctor(args: &DoctorArgs) -> Result<(), Fail> {
         pool_line(args, parallelism),
         wrapper_line(&wrapper),
     ];
+    if let Some(options) = &remote {
+        lines.push(match crate::remote::probe(options) {
+            Ok(text) => Line {
+                topic: "remote",
+                text,
+                problem: false,
+            },
+            Err(text) => Line {
+                topic: "remote",
+                text,
+                problem: true,
+            },
+        });
+    }
     for l in &lines {
         report::print(&format!(
             "{:<10} {}{}\n",

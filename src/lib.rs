@@ -24,6 +24,7 @@ pub mod record;
 pub mod remote;
 pub mod render;
 pub mod report;
+pub mod rexec;
 pub mod run;
 pub mod sched;
 pub mod slots;

@@ -4,7 +4,7 @@
 //! run → report, one module each.
 
 use dtlto_bridge::cli::{self, Command};
-use dtlto_bridge::{check, doctor, launcher, process, report, run, slots};
+use dtlto_bridge::{check, doctor, launcher, process, report, rexec, run, slots};
 
 fn main() {
     let cli = cli::parse();
@@ -13,6 +13,10 @@ fn main() {
         Some(Command::Emit(args)) => code(run::emit(args)),
         Some(Command::Doctor(args)) => code(doctor::doctor(args)),
         Some(Command::Check(args)) => code(check::check(args)),
+        Some(Command::Rexec(args)) => match rexec::rexec(args) {
+            Ok(code) => code,
+            Err(fail) => code(Err(fail)),
+        },
         None => {
             // First, before any descriptor of our own is opened.
             let jobserver = slots::probe();

@@ -166,6 +166,11 @@ fn check_jobs(
         if let Some(p) = paths.filter_map(|p| path_problem(p)).next() {
             return Err(p);
         }
+        let problem = crate::wrapper::placeholder_problem(opts.wrapper, &job.inputs)
+            .or_else(|| crate::wrapper::placeholder_problem(opts.wrapper, &job.outputs));
+        if let Some(p) = problem {
+            return Err(format!("job {i}: {p}"));
+        }
         let common = if i > 0 && same_common(job, &file.jobs[i - 1]) {
             None
         } else {
@@ -313,6 +318,18 @@ impl NinjaJob<'_> {
         })
     }
 
+    /// The wrapper of this job alone, when it names the job's inputs or outputs (the file's
+    /// `dist_cc` cannot).
+    fn dist_cc(&self) -> Option<Show<impl Fn(&mut String) -> fmt::Result + '_>> {
+        if self.opts.run.is_some() || !crate::wrapper::has_placeholders(self.opts.wrapper) {
+            return None;
+        }
+        let words = crate::wrapper::expand(self.opts.wrapper, &self.job.inputs, &self.job.outputs);
+        Some(text(move |f| {
+            escape::write_words(&mut escape::Dollars(f), &words, true)
+        }))
+    }
+
     fn launch(&self) -> Show<impl Fn(&mut String) -> fmt::Result + '_> {
         let words = self
             .opts
@@ -441,14 +458,32 @@ impl MakeJob<'_> {
             .run
             .as_ref()
             .map(|r| launcher_words(r, self.index));
+        // A wrapper that names the job's inputs or outputs is this job's alone.
+        let wrapper = crate::wrapper::has_placeholders(self.opts.wrapper).then(|| {
+            crate::wrapper::expand(self.opts.wrapper, &self.job.inputs, &self.job.outputs)
+        });
+        let dist_cc = move |f: &mut String| -> fmt::Result {
+            match &wrapper {
+                Some(words) => {
+                    escape::write_recipe_line(&mut escape::Dollars(&mut *f), words)?;
+                    f.push(' ');
+                    Ok(())
+                }
+                None => {
+                    f.push_str("$(DIST_CC) ");
+                    Ok(())
+                }
+            }
+        };
         text(move |f| match &launcher {
             Some(words) => escape::write_recipe_line(&mut escape::Dollars(f), words),
             None if self.own_only => {
-                f.push_str("$(DIST_CC) $(DTLTO_BRIDGE_COMMON) ");
+                dist_cc(f)?;
+                f.push_str("$(DTLTO_BRIDGE_COMMON) ");
                 escape::write_words(&mut escape::Dollars(f), &self.job.command.own, false)
             }
             None => {
-                f.push_str("$(DIST_CC) ");
+                dist_cc(f)?;
                 escape::write_recipe_line(&mut escape::Dollars(f), &self.job.command)
             }
         })

@@ -555,10 +555,8 @@ impl Shared {
                 } => {
                     let job = &self.setup.file.jobs[index];
                     let argv: Vec<String> = if wrapped {
-                        self.setup
-                            .wrapper
-                            .iter()
-                            .cloned()
+                        crate::wrapper::expand(&self.setup.wrapper, &job.inputs, &job.outputs)
+                            .into_iter()
                             .chain(job.command.words().map(|w| w.to_string()))
                             .collect()
                     } else {

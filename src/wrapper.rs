@@ -1,4 +1,5 @@
-//! Wrapper: what known job wrappers (distcc, icecc, ccache, ...) do with a ThinLTO backend job.
+//! Wrapper: what known job wrappers (distcc, icecc, ccache, ...) do with a ThinLTO backend job,
+//! and the placeholders `{inputs}` and `{outputs}` that give a wrapper a job's explicit lists.
 //!
 //! It knows the measured behaviour of stock distcc 3.4 and icecream 1.4; it does not run them.
 
@@ -26,9 +27,83 @@ pub fn known_local(wrapper: &[String]) -> Option<String> {
     }
 }
 
+/// Replaced, in any wrapper word, by the job's inputs, comma separated.
+pub const INPUTS: &str = "{inputs}";
+/// Replaced, in any wrapper word, by the job's outputs, comma separated.
+pub const OUTPUTS: &str = "{outputs}";
+
+/// Whether any wrapper word names a job's inputs or outputs.
+pub fn has_placeholders(wrapper: &[String]) -> bool {
+    wrapper
+        .iter()
+        .any(|w| w.contains(INPUTS) || w.contains(OUTPUTS))
+}
+
+/// The wrapper's words for one job, placeholders replaced (reclient's `rewrapper
+/// --inputs={inputs} --output_files={outputs} --`, recc's `RECC_DEPS_OVERRIDE={inputs}`).
+pub fn expand<S: AsRef<str>>(wrapper: &[String], inputs: &[S], outputs: &[S]) -> Vec<String> {
+    let join = |list: &[S]| {
+        list.iter()
+            .map(AsRef::as_ref)
+            .collect::<Vec<&str>>()
+            .join(",")
+    };
+    if !has_placeholders(wrapper) {
+        return wrapper.to_vec();
+    }
+    let (inputs, outputs) = (join(inputs), join(outputs));
+    wrapper
+        .iter()
+        .map(|w| w.replace(INPUTS, &inputs).replace(OUTPUTS, &outputs))
+        .collect()
+}
+
+/// Why the placeholders cannot name a job's paths: a path with a comma would be split.
+pub fn placeholder_problem<S: AsRef<str>>(wrapper: &[String], paths: &[S]) -> Option<String> {
+    if !has_placeholders(wrapper) {
+        return None;
+    }
+    paths
+        .iter()
+        .map(AsRef::as_ref)
+        .find(|p| p.contains(','))
+        .map(|p| {
+            format!(
+            "the wrapper's {INPUTS}/{OUTPUTS} join paths with commas, and the path {p:?} has one"
+        )
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn placeholders_become_comma_separated_lists() {
+        let w: Vec<String> = [
+            "rewrapper",
+            "--inputs={inputs}",
+            "--output_files={outputs}",
+            "--",
+        ]
+        .map(String::from)
+        .to_vec();
+        assert_eq!(
+            expand(&w, &["a.o", "b c.o"], &["o.o"]),
+            [
+                "rewrapper",
+                "--inputs=a.o,b c.o",
+                "--output_files=o.o",
+                "--"
+            ]
+        );
+        let plain = vec!["distcc".to_string()];
+        assert_eq!(expand(&plain, &["a,b.o"], &["o.o"]), plain);
+        assert!(placeholder_problem(&plain, &["a,b.o"]).is_none());
+        assert!(placeholder_problem(&w, &["a,b.o"])
+            .unwrap()
+            .contains("a,b.o"));
+    }
 
     #[test]
     fn distcc_and_icecc_are_known_to_run_locally() {

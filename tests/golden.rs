@@ -29,15 +29,20 @@ fn emitted_files_match_the_golden_files() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden");
     let update = std::env::var_os("UPDATE_GOLDEN").is_some();
     let mut stale = Vec::new();
-    for name in CASES {
+    // (golden file, job file, wrapper): `lists` gives each job its own wrapper words.
+    let mut cases: Vec<(&str, &str, &str)> = CASES
+        .iter()
+        .map(|n| (*n, *n, if *n == "nasty" { "distcc --opt='a b'" } else { "" }))
+        .collect();
+    cases.push((
+        "lists",
+        "hello",
+        "rewrapper --inputs={inputs} --output_files={outputs} --",
+    ));
+    for (golden_name, name, wrapper) in cases {
         for (format, ext) in FORMATS {
-            let wrapper = if name == "nasty" {
-                "distcc --opt='a b'"
-            } else {
-                ""
-            };
             let got = emit(&s, name, format, wrapper);
-            let golden = dir.join(format!("{name}.{ext}"));
+            let golden = dir.join(format!("{golden_name}.{ext}"));
             if update {
                 std::fs::write(&golden, &got).unwrap();
             } else if std::fs::read_to_string(&golden).ok().as_deref() != Some(got.as_str()) {

@@ -420,3 +420,125 @@ fn an_interrupt_cancels_the_remote_operations_and_leaves_nothing() {
     });
     farm.kill_server();
 }
+
+/// Saves a link of examples/hello and returns (the saved directory, the job file's name).
+fn saved_link(space: &Space) -> (PathBuf, String) {
+    let inputs = space.hello();
+    let saved = space.tmp.with_file_name("saved");
+    let save = format!("--save={}", saved.display());
+    let out = space.link(Path::new(BRIDGE), &[&save], &inputs, "prog");
+    assert_linked(&out);
+    let run_dir = fs::read_dir(&saved)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let job_file = fs::read_dir(&run_dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .find(|n| n.ends_with(".json"))
+        .unwrap();
+    (run_dir, job_file)
+}
+
+fn outputs_of(run_dir: &Path, job_file: &str) -> Vec<PathBuf> {
+    let jobs: Value =
+        serde_json::from_str(&fs::read_to_string(run_dir.join(job_file)).unwrap()).unwrap();
+    jobs["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| run_dir.join(j["outputs"][0].as_str().unwrap()))
+        .collect()
+}
+
+#[test]
+fn emitted_build_files_run_remotely_through_rexec_and_doctor_checks_the_server() {
+    let farm = Farm::start(1, &[]);
+    let space = Space::new();
+    let (run_dir, job_file) = saved_link(&space);
+    let wrapper = format!(
+        "{BRIDGE} rexec --remote={} --remote-instance=main --inputs={{inputs}} --outputs={{outputs}} --",
+        farm.url()
+    );
+    for (format, tool, file) in [
+        ("ninja", "ninja", "jobs.ninja"),
+        ("make", "make", "jobs.mk"),
+    ] {
+        let mut emit = space.bridge(&["emit", &job_file, "--format", format, "-o", file]);
+        emit.arg(format!("--wrapper={wrapper}"))
+            .current_dir(&run_dir);
+        space.ok(&mut emit);
+        let mut run = space.command(tool, &["-f", file]);
+        run.current_dir(&run_dir);
+        let out = space.ok(&mut run);
+        let err = stderr(&out);
+        assert!(
+            !err.contains("not remotely"),
+            "every job ran remotely: {err}"
+        );
+        for o in outputs_of(&run_dir, &job_file) {
+            let len = fs::metadata(&o).map(|m| m.len()).unwrap_or(0);
+            assert!(len > 0, "{} was written", o.display());
+            fs::remove_file(&o).unwrap();
+        }
+    }
+    // ninja's run executed every job; make's found them all in the action cache.
+    assert_eq!(farm.executed().len(), 5, "{:?}", farm.log());
+
+    let out =
+        space.ok(&mut space.bridge(&["doctor", "--remote", &farm.url(), "--remote-instance=main"]));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        text.contains("execution enabled") && text.contains("round trip"),
+        "{text}"
+    );
+    let nowhere = format!("unix:{}", space.tmp.with_file_name("none.sock").display());
+    let out = space
+        .bridge(&["doctor", "--remote", &nowhere])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("MISSING: connect to"));
+}
+
+#[test]
+fn a_wrapper_can_name_each_job_inputs_and_outputs() {
+    let space = Space::new();
+    let inputs = space.hello();
+    let log = space.tmp.with_file_name("lists.log");
+    let script = space.script(
+        "lists.sh",
+        &format!(
+            "printf '%s|%s\\n' \"$1\" \"$2\" >> '{}'\nshift 2\nexec \"$@\"\n",
+            log.display()
+        ),
+    );
+    let wrapper = format!("--wrapper='{}' {{inputs}} {{outputs}}", script.display());
+    let report = space.tmp.with_file_name("report.json");
+    let out = space.link(
+        Path::new(BRIDGE),
+        &[&wrapper, &format!("--report={}", report.display())],
+        &inputs,
+        "prog",
+    );
+    assert_linked(&out);
+    assert_eq!(space.run_program("prog"), HELLO);
+    let lines = fs::read_to_string(&log).unwrap();
+    let report: Value = serde_json::from_str(&fs::read_to_string(&report).unwrap()).unwrap();
+    for job in report["jobs"].as_array().unwrap() {
+        assert_eq!(job["ran"], "wrapper");
+        let outputs = job["outputs"][0].as_str().unwrap();
+        let line = lines
+            .lines()
+            .find(|l| l.ends_with(&format!("|{outputs}")))
+            .unwrap_or_else(|| panic!("no line for {outputs} in {lines}"));
+        let listed = line.split('|').next().unwrap();
+        assert!(
+            listed.contains(".thinlto.bc"),
+            "the shard is listed: {line}"
+        );
+        assert!(listed.split(',').count() >= 2, "{line}");
+    }
+}
