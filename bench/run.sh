@@ -9,14 +9,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 cargo build --release --quiet --bin dtlto-bridge --example ideal
 
-# The code base: fetched through cargo from crates.io into its registry cache, never committed.
-fetch="$root/target/bench/fetch-lua"
-mkdir -p "$fetch/src"
-printf '[package]\nname = "fetch-lua"\nversion = "0.0.0"\nedition = "2021"\n\n[dependencies]\nlua-src = "=551.1.0"\n' \
-  > "$fetch/Cargo.toml"
-: > "$fetch/src/lib.rs"
-cargo fetch --quiet --manifest-path "$fetch/Cargo.toml"
-lua=$(cargo metadata --quiet --format-version 1 --manifest-path "$fetch/Cargo.toml" |
-  python3 -c 'import json,sys,os; m=json.load(sys.stdin); p=[p for p in m["packages"] if p["name"]=="lua-src"][0]; print(os.path.join(os.path.dirname(p["manifest_path"]), "lua-5.4.9"))')
+# The code base: Lua 5.4 from crates.io, never committed.
+source "$root/bench/lua.sh"
 
 python3 "$root/bench/bench.py" --lua "$lua" --runs "${1:-5}"
