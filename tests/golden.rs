@@ -32,7 +32,17 @@ fn emitted_files_match_the_golden_files() {
     // (golden file, job file, wrapper): `lists` gives each job its own wrapper words.
     let mut cases: Vec<(&str, &str, &str)> = CASES
         .iter()
-        .map(|n| (*n, *n, if *n == "nasty" { "distcc --opt='a b'" } else { "" }))
+        .map(|n| {
+            (
+                *n,
+                *n,
+                if *n == "nasty" {
+                    "distcc --opt='a b'"
+                } else {
+                    ""
+                },
+            )
+        })
         .collect();
     cases.push((
         "lists",
