@@ -264,6 +264,27 @@ pub fn trace(r: &Record) -> serde_json::Value {
             "args": {"job": j.index, "ran": j.ran, "exit_code": j.exit_code, "ok": j.ok,
                      "input_bytes": j.input_bytes, "imports": j.imports},
         }));
+        // A remote job's steps, nested under it on its lane: the wait for the link's upload,
+        // the Execute call (with the server's queue inside it), the download.
+        if let Some(rm) = &j.remote {
+            let upload_end = start + rm.upload_seconds;
+            let execute_end = upload_end + rm.execute_seconds;
+            let mut steps = vec![
+                ("upload (the link's inputs)", start, rm.upload_seconds),
+                ("execute", upload_end, rm.execute_seconds),
+                ("download", execute_end, rm.download_seconds),
+            ];
+            if let Some(q) = rm.queued_seconds {
+                steps.push(("queued", upload_end, q));
+            }
+            for (name, at, seconds) in steps {
+                events.push(serde_json::json!({
+                    "name": name, "cat": "remote", "ph": "X", "pid": 1, "tid": lane,
+                    "ts": micros(at), "dur": micros(at + seconds) - micros(at),
+                    "args": {"worker": rm.worker, "cached": rm.cached},
+                }));
+            }
+        }
     }
     serde_json::json!({"traceEvents": events, "displayTimeUnit": "ms"})
 }

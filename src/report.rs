@@ -98,9 +98,10 @@ pub fn failed_job(file: &JobFile, wrapper: &[String], o: &Outcome) -> String {
         shell_line(&job.outputs)
     );
     if let Some(fb) = &o.fallback {
-        let _ = writeln!(out, "  through the wrapper: {}; then locally:", fb.reason);
+        let (how, who) = first_run(o);
+        let _ = writeln!(out, "  {how}: {}; then locally:", fb.reason);
         if !fb.stderr.trim().is_empty() {
-            out.push_str("  wrapper stderr:\n");
+            let _ = writeln!(out, "  {who} stderr:");
             indent(&fb.stderr, &mut out);
         }
     }
@@ -178,19 +179,29 @@ pub fn job_warnings(file: &JobFile, outcomes: &[Outcome]) {
 }
 
 /// Tells which jobs fell back to a local run, and why.
+/// How a job that fell back first ran, and who wrote that run's stderr.
+fn first_run(o: &Outcome) -> (&'static str, &'static str) {
+    if o.remote.is_some() {
+        ("remotely", "remote command")
+    } else {
+        ("through the wrapper", "wrapper")
+    }
+}
+
 pub fn fallbacks(file: &JobFile, outcomes: &[Outcome]) {
     for o in outcomes {
         let Some(fb) = &o.fallback else {
             continue;
         };
+        let (how, who) = first_run(o);
         let mut text = format!(
-            "job {} ({}) failed through the wrapper ({}) and was run again locally",
+            "job {} ({}) failed {how} ({}) and was run again locally",
             o.index,
             shell_line(&file.jobs[o.index].outputs),
             fb.reason
         );
         if !fb.stderr.trim().is_empty() {
-            text.push_str("; the wrapper said:\n");
+            let _ = writeln!(text, "; the {who} said:");
             indent(&fb.stderr, &mut text);
         }
         warning(text.trim_end());

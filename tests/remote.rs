@@ -182,7 +182,9 @@ fn every_job_of_a_link_with_archives_and_parent_directory_inputs_runs_on_a_worke
     fs::create_dir(&lib).unwrap();
     fs::rename(space.path("add.o"), lib.join("add.o")).unwrap();
     inputs[1] = "../lib/add.o".into();
-    let (out, report) = link(&space, &farm.args(), &[], &inputs);
+    let trace = space.tmp.with_file_name("trace.json");
+    let trace_arg = format!("--trace={}", trace.display());
+    let (out, report) = link(&space, &farm.args(), &[&trace_arg], &inputs);
     assert_linked(&out);
     assert_eq!(space.run_program("prog"), HELLO);
     let ran = ran(&report);
@@ -214,6 +216,24 @@ fn every_job_of_a_link_with_archives_and_parent_directory_inputs_runs_on_a_worke
         "{remote}"
     );
     assert!(space.leftovers().is_empty(), "{:?}", space.leftovers());
+    // The trace shows each remote job's steps.
+    let trace: Value = serde_json::from_str(&fs::read_to_string(&trace).unwrap()).unwrap();
+    let steps: Vec<&str> = trace["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["cat"] == "remote")
+        .map(|e| e["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        steps.iter().filter(|s| **s == "execute").count(),
+        5,
+        "{steps:?}"
+    );
+    assert!(
+        steps.contains(&"queued") && steps.contains(&"download"),
+        "{steps:?}"
+    );
 }
 
 #[test]
@@ -541,4 +561,50 @@ fn a_wrapper_can_name_each_job_inputs_and_outputs() {
         );
         assert!(listed.split(',').count() >= 2, "{line}");
     }
+}
+
+#[test]
+fn blobs_larger_than_a_batch_go_through_bytestream_both_ways() {
+    let farm = Farm::start(1, &[]);
+    let space = Space::new();
+    // 6 MB of random data in a module: more than BuildGrid's 4 MB batch limit, as bitcode and as
+    // the object that comes back.
+    let mut data = vec![0u8; 6_000_000];
+    let mut x: u64 = 0x9e3779b97f4a7c15;
+    for b in data.iter_mut() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        *b = x as u8;
+    }
+    fs::write(space.path("blob.bin"), &data).unwrap();
+    space.write(
+        "big.c",
+        "static const unsigned char big[] = {\n#embed \"blob.bin\"\n};\n\
+         int bigsum(void) { unsigned s = 0; for (unsigned i = 0; i < sizeof big; i += 4096) \
+         s += big[i]; return (int)s; }\n",
+    );
+    space.write(
+        "m.c",
+        "#include <stdio.h>\nint bigsum(void);\nint main(void) { printf(\"%d\\n\", bigsum()); }\n",
+    );
+    for (src, obj) in [("big.c", "big.o"), ("m.c", "m.o")] {
+        space.ok(&mut space.command(
+            "clang-22",
+            &["-std=c23", "-O2", "-flto=thin", "-c", src, "-o", obj],
+        ));
+    }
+    let want: u32 = data.iter().step_by(4096).map(|b| u32::from(*b)).sum();
+    let inputs = vec!["m.o".to_string(), "big.o".to_string()];
+    let (out, report) = link(&space, &farm.args(), &[], &inputs);
+    assert_linked(&out);
+    assert!(
+        ran(&report).iter().all(|r| r == "remote"),
+        "{:?}\n{}",
+        ran(&report),
+        stderr(&out)
+    );
+    assert!(report["remote"]["uploaded_bytes"].as_u64().unwrap() > 6_000_000);
+    assert!(report["remote"]["downloaded_bytes"].as_u64().unwrap() > 6_000_000);
+    assert_eq!(space.run_program("prog").trim(), want.to_string());
 }

@@ -22,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 
 import grpc
 from google.protobuf import any_pb2, timestamp_pb2
@@ -64,6 +65,15 @@ class Cas:
 
     def write(self, data):
         digest = re.Digest(hash=hashlib.sha256(data).hexdigest(), size_bytes=len(data))
+        if len(data) >= CHUNK:  # beyond a batch: ByteStream, in chunks
+            prefix = f"{self.instance}/" if self.instance else ""
+            name = f"{prefix}uploads/{uuid.uuid4()}/blobs/{digest.hash}/{digest.size_bytes}"
+            chunks = (bytestream_pb2.WriteRequest(
+                resource_name=name if offset == 0 else "", write_offset=offset,
+                finish_write=offset + CHUNK >= len(data), data=data[offset:offset + CHUNK])
+                for offset in range(0, len(data), CHUNK))
+            self.bytestream.Write(chunks)
+            return digest
         req = re.BatchUpdateBlobsRequest(instance_name=self.instance)
         req.requests.add(digest=digest, data=data)
         resp = self.cas.BatchUpdateBlobs(req)
