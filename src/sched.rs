@@ -1014,4 +1014,91 @@ mod tests {
         assert_eq!(runs(&core.gone(0)), [1]);
         assert_eq!(core.records()[0].ran(), Ran::NotRun);
     }
+
+    fn remote_policy(own: usize, remote_jobs: usize, fallback: bool, n: usize) -> Policy {
+        Policy {
+            remote: vec![true; n],
+            remote_jobs,
+            remote_fallback: fallback,
+            ..policy(own, false, n)
+        }
+    }
+
+    fn remote_end(problem: Option<&str>) -> crate::remote::End {
+        crate::remote::End {
+            status: status(0),
+            problem: problem.map(String::from),
+            info: Default::default(),
+        }
+    }
+
+    fn remotes(actions: &[Action]) -> Vec<usize> {
+        actions
+            .iter()
+            .filter_map(|a| match a {
+                Action::Remote { index, .. } => Some(*index),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn remote_jobs_take_no_local_slot_and_are_bounded_by_remote_jobs() {
+        let mut core = Core::new(vec![1.0, 4.0, 3.0, 2.0], &remote_policy(1, 2, true, 4));
+        let mut all = Vec::new();
+        for i in 0..4 {
+            all.extend(core.hello(i).unwrap());
+        }
+        // Costliest first onto the remote lane, at most 2 there; the own slot stays free.
+        assert_eq!(remotes(&all), [1, 2]);
+        assert!(runs(&all).is_empty(), "the local slot is not used: {all:?}");
+        assert!(!all.iter().any(|a| matches!(a, Action::Request(_))));
+        let next = core.remote_done(1, remote_end(None));
+        assert_eq!(next[0], Action::Finish { index: 1, code: 0 });
+        assert_eq!(remotes(&next), [3]);
+        assert_eq!(core.records()[1].ran(), Ran::Remote);
+    }
+
+    #[test]
+    fn a_remote_failure_runs_the_job_here_on_a_slot_unless_fallback_is_off() {
+        let mut core = Core::new(vec![1.0], &remote_policy(1, 4, true, 1));
+        assert_eq!(remotes(&core.hello(0).unwrap()), [0]);
+        let again = core.remote_done(0, remote_end(Some("remote: exit status 3")));
+        assert_eq!(
+            again,
+            [Action::Run {
+                index: 0,
+                wrapped: false,
+                slot: Slot::Own,
+                attempt: 1
+            }]
+        );
+        core.exited(0, status(0), None);
+        assert_eq!(core.records()[0].ran(), Ran::Fallback);
+
+        let mut core = Core::new(vec![1.0], &remote_policy(1, 4, false, 1));
+        core.hello(0);
+        let end = core.remote_done(0, remote_end(Some("remote: exit status 3")));
+        assert_eq!(end, [Action::Finish { index: 0, code: 1 }]);
+    }
+
+    #[test]
+    fn cancelling_stops_the_remote_jobs_and_finishes_their_launchers() {
+        let mut core = Core::new(vec![1.0, 2.0], &remote_policy(1, 4, true, 2));
+        core.hello(0);
+        core.hello(1);
+        let actions = core.cancel(libc::SIGINT);
+        assert_eq!(actions[0], Action::CancelRemote);
+        assert!(actions.contains(&Action::Finish {
+            index: 0,
+            code: 130
+        }));
+        assert!(actions.contains(&Action::Finish {
+            index: 1,
+            code: 130
+        }));
+        // A late answer from the server changes nothing.
+        assert!(core.remote_done(0, remote_end(None)).is_empty());
+        assert_eq!(core.records()[0].ran(), Ran::NotRun);
+    }
 }
