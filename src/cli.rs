@@ -99,7 +99,10 @@ pub fn parse() -> Cli {
             }
         }
     }
-    cli.run.origins = Origins(origins);
+    match &mut cli.command {
+        Some(Command::Link(link)) => link.run.origins = Origins(origins),
+        _ => cli.run.origins = Origins(origins),
+    }
     cli
 }
 
@@ -237,12 +240,18 @@ pub enum Command {
     ///
     /// Falls back to running the command here (unless --no-fallback).
     Rexec(RexecArgs),
+    /// Distributed ThinLTO for any LLVM with lld (14+): runs the thin link (index only), the
+    /// modules' backend compiles as jobs (as a DTLTO link's run: build file, jobserver, wrapper,
+    /// remote, report), then the final link with the native objects.
+    ///
+    /// dtlto-bridge link [OPTIONS] -- clang-19 -O2 -flto=thin -fuse-ld=lld-19 main.o libx.a -o prog
+    Link(Box<LinkArgs>),
     /// Run one job and record its outcome (used inside generated build files).
     #[command(name = "__job", hide = true)]
     Job(JobArgs),
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Args, Clone)]
 pub struct RunArgs {
     /// The job file the linker wrote (*.dist-file.json).
     #[arg(value_name = "JOBS.json", required = true)]
@@ -359,7 +368,7 @@ pub enum Order {
     File,
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Args, Clone)]
 pub struct ToolArgs {
     /// The ninja program to run.
     #[arg(
@@ -496,7 +505,7 @@ impl RemoteArgs {
     }
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Args, Clone)]
 pub struct WrapperArg {
     /// Prefix for every job's command, split like a shell would: "distcc", "icecc", "ccache".
     #[arg(
@@ -535,6 +544,38 @@ pub struct RexecArgs {
 
     /// The command, after `--`.
     #[arg(last = true, required = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+#[command(mut_arg("job_file", |a| a.required(false).hide(true).long("job-file")))]
+pub struct LinkArgs {
+    #[command(flatten)]
+    pub run: RunArgs,
+
+    /// Compiler of the backend jobs [default: the link command's program; required when that
+    /// is lld itself].
+    #[arg(long, value_name = "CLANG", env = "DTLTO_BRIDGE_COMPILER")]
+    pub compiler: Option<String>,
+
+    /// An option added to every backend job (after the ones derived from the link), e.g.
+    /// --backend-arg=-mllvm --backend-arg=-import-instr-limit=10. Repeatable.
+    #[arg(long, value_name = "ARG", allow_hyphen_values = true)]
+    pub backend_arg: Vec<String>,
+
+    /// Remove the backend jobs' options matching PATTERN, where `%` stands for any text as in
+    /// make's $(filter-out), e.g. --backend-remove=-fpic. Repeatable.
+    #[arg(long, value_name = "PATTERN", allow_hyphen_values = true)]
+    pub backend_remove: Vec<String>,
+
+    /// Keep the final native objects in DIR, named after their modules (an archive's members
+    /// under ARCHIVE.d/).
+    #[arg(long, value_name = "DIR")]
+    pub keep_objects: Option<Utf8PathBuf>,
+
+    /// The link command, after `--`: a clang link with -flto=thin and -fuse-ld=lld, or lld itself
+    /// (then with --compiler).
+    #[arg(last = true, required = true, value_name = "LINK COMMAND")]
     pub command: Vec<String>,
 }
 

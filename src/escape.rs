@@ -364,6 +364,77 @@ pub fn comment(text: &str) -> String {
     text.replace(['\n', '\r'], " ")
 }
 
+/// Splits a response file's text into words as LLVM's GNU tokenizer does (lld and clang on
+/// Unix): blanks separate words; a backslash takes the next character literally, outside quotes
+/// and inside double quotes; single quotes take everything up to the next single quote.
+pub fn response_split(text: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut word = String::new();
+    let mut in_word = false;
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            ' ' | '\t' | '\n' | '\r' | '\x0b' | '\x0c' => {
+                if in_word {
+                    words.push(std::mem::take(&mut word));
+                    in_word = false;
+                }
+            }
+            '\\' => {
+                in_word = true;
+                if let Some(next) = chars.next() {
+                    word.push(next);
+                }
+            }
+            '\'' | '"' => {
+                in_word = true;
+                while let Some(q) = chars.next() {
+                    if q == c {
+                        break;
+                    }
+                    if q == '\\' && c == '"' {
+                        if let Some(next) = chars.next() {
+                            word.push(next);
+                        }
+                        continue;
+                    }
+                    word.push(q);
+                }
+            }
+            c => {
+                in_word = true;
+                word.push(c);
+            }
+        }
+    }
+    if in_word {
+        words.push(word);
+    }
+    words
+}
+
+/// A word for a response file that `response_split` reads back as `word`: bare when it is made
+/// of safe characters, else in double quotes with `\` and `"` escaped.
+pub fn response_word(word: &str) -> String {
+    if !word.is_empty()
+        && word
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_@%+=:,./-".contains(&b))
+    {
+        return word.to_string();
+    }
+    let mut out = String::with_capacity(word.len() + 2);
+    out.push('"');
+    for c in word.chars() {
+        if c == '"' || c == '\\' {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out.push('"');
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -559,5 +630,44 @@ mod tests {
     #[test]
     fn comments_stay_on_one_line() {
         assert_eq!(comment("a\nb\rc"), "a b c");
+    }
+    #[test]
+    fn response_files_split_as_llvm_reads_them() {
+        let table: &[(&str, &[&str])] = &[
+            ("a b\tc\n", &["a", "b", "c"]),
+            ("  ", &[]),
+            ("'a b' \"c d\"", &["a b", "c d"]),
+            ("a\\ b", &["a b"]),
+            ("\"a\\\"b\"", &["a\"b"]),
+            ("'a\\b'", &["a\\b"]),
+            ("x\"y z\"w", &["xy zw"]),
+            ("\"\"", &[""]),
+            ("lib.a(m.o at 80)", &["lib.a(m.o", "at", "80)"]),
+        ];
+        for (text, want) in table {
+            assert_eq!(response_split(text), *want, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn response_words_read_back_unchanged() {
+        for word in [
+            "a.o",
+            "",
+            "a b",
+            "x\"y",
+            "back\\slash",
+            "it's",
+            "lib.a(m.o at 80)",
+            "tab\there",
+            "new\nline",
+            "{a,b}",
+            "$HOME",
+        ] {
+            let text = format!("{} {}", response_word(word), response_word("next"));
+            assert_eq!(response_split(&text), [word, "next"], "{word:?}");
+        }
+        assert_eq!(response_word("-o"), "-o");
+        assert_eq!(response_word("a b"), "\"a b\"");
     }
 }

@@ -5,6 +5,7 @@
 
 pub mod action;
 pub mod advice;
+pub mod archive;
 pub mod capture;
 pub mod check;
 pub mod cli;
@@ -12,6 +13,8 @@ pub mod doctor;
 pub mod escape;
 pub mod history;
 pub mod launcher;
+pub mod ldargs;
+pub mod link;
 pub mod output;
 pub mod parse;
 pub mod plan;

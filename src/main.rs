@@ -4,7 +4,7 @@
 //! run → report, one module each.
 
 use dtlto_bridge::cli::{self, Command};
-use dtlto_bridge::{check, doctor, launcher, process, report, rexec, run, slots};
+use dtlto_bridge::{check, doctor, launcher, link, process, report, rexec, run, slots};
 
 fn main() {
     let cli = cli::parse();
@@ -17,26 +17,34 @@ fn main() {
             Ok(code) => code,
             Err(fail) => code(Err(fail)),
         },
-        None => {
-            // First, before any descriptor of our own is opened.
-            let jobserver = slots::probe();
-            match process::Watch::start() {
-                Ok(watch) => {
-                    let code = code(run::run(&cli.run, jobserver, &watch));
-                    // A signal that came at the end still counts; one that comes from now on
-                    // ends the process at once.
-                    match watch.finish() {
-                        Some(sig) if code == 0 => process::exit_code(sig),
-                        _ => code,
-                    }
-                }
-                Err(e) => code(Err(report::Fail::environment(format!(
-                    "watch signals: {e}"
-                )))),
-            }
+        Some(Command::Link(args)) => {
+            supervised(|jobserver, watch| link::link(args, jobserver, watch))
         }
+        None => supervised(|jobserver, watch| run::run(&cli.run, jobserver, watch)),
     };
     std::process::exit(code);
+}
+
+/// Runs a link under the signal watch, the parent's jobserver probed first.
+fn supervised(
+    body: impl FnOnce(jobserver::FromEnv, &process::Watch) -> Result<(), report::Fail>,
+) -> i32 {
+    // First, before any descriptor of our own is opened.
+    let jobserver = slots::probe();
+    match process::Watch::start() {
+        Ok(watch) => {
+            let code = code(body(jobserver, &watch));
+            // A signal that came at the end still counts; one that comes from now on
+            // ends the process at once.
+            match watch.finish() {
+                Some(sig) if code == 0 => process::exit_code(sig),
+                _ => code,
+            }
+        }
+        Err(e) => code(Err(report::Fail::environment(format!(
+            "watch signals: {e}"
+        )))),
+    }
 }
 
 fn code(result: Result<(), report::Fail>) -> i32 {

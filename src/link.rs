@@ -1,0 +1,742 @@
+//! Link: the classic distributed ThinLTO flow for any LLVM with lld (14+): the thin link writes
+//! the index shards and imports lists, each module becomes a job run exactly as a DTLTO link's
+//! jobs run (`run.rs`), then the final link takes the native objects in place of the bitcode.
+//!
+//! It knows the flow's steps and files (a private directory; archives with bitcode extracted
+//! and passed between `--start-lib`/`--end-lib`); it does not know how jobs are scheduled or
+//! run, lld's option spellings (`ldargs.rs`) or the ar formats (`archive.rs`).
+
+use crate::archive::{self, Archive, Kind};
+use crate::cli::LinkArgs;
+use crate::escape;
+use crate::ldargs::{self, Backend, Word};
+use crate::process::{self, Watch};
+use crate::report::{self, Fail};
+use crate::state::StateDir;
+use camino::{Utf8Component, Utf8Path, Utf8PathBuf};
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::process::{Command, Stdio};
+
+/// One word (or group of words) of lld's command line, as the flow rewrites it.
+#[derive(Debug)]
+enum Item {
+    /// Passed on as it is.
+    Word(String),
+    /// A bitcode file: compiled by a job, its native object in the final link.
+    Module { path: String, lazy: bool },
+    /// An archive with bitcode members, replaced by its members.
+    Members(Members),
+}
+
+#[derive(Debug)]
+struct Members {
+    /// The archive as the link named it (`libx.a`, `-lx`).
+    named: String,
+    /// Each member's path (extracted, or where a thin archive keeps it), and whether bitcode.
+    members: Vec<(String, bool, String)>,
+    /// In a `--whole-archive` region: every member is linked, so no `--start-lib`.
+    whole: bool,
+    /// Already inside the user's `--start-lib` group.
+    in_lib: bool,
+}
+
+/// The link command's parts: lld's program and arguments, and the compiler for the jobs.
+struct LinkCommand {
+    ld: String,
+    args: Vec<String>,
+    compiler: String,
+    triple: String,
+}
+
+pub fn link(args: &LinkArgs, jobserver: jobserver::FromEnv, watch: &Watch) -> Result<(), Fail> {
+    if args.run.job_file.is_some() {
+        return Err(Fail::bad_input(
+            "link: takes the link command after `--`, not a job file",
+        ));
+    }
+    let cwd = std::env::current_dir()
+        .map_err(|e| Fail::environment(format!("find the current directory: {e}")))?;
+    let cwd = Utf8PathBuf::from_path_buf(cwd)
+        .map_err(|p| Fail::environment(format!("use {}: not UTF-8", p.display())))?;
+    let command = link_command(args, &cwd)?;
+    check_lld(&command.ld)?;
+    for bad in ["thinlto-distributor", "thinlto-index-only"] {
+        if command
+            .args
+            .iter()
+            .any(|a| a.trim_start_matches('-').split('=').next() == Some(bad))
+        {
+            return Err(Fail::bad_input(format!(
+                "link: the link command already has --{bad}; `dtlto-bridge link` runs the thin \
+                 link itself (drop -fthinlto-distributor= to use this flow, or use it alone)"
+            )));
+        }
+    }
+    crate::state::remove_dead(&std::env::temp_dir());
+    let state = StateDir::create().map_err(Fail::environment)?;
+    let result = flow(args, &command, &cwd, state.path(), jobserver, watch);
+    if args.run.keep {
+        let kept = state.keep();
+        report::note(&format!("link: kept {kept}"));
+    }
+    result
+}
+
+/// Everything after the private directory exists; the caller removes it.
+fn flow(
+    args: &LinkArgs,
+    command: &LinkCommand,
+    cwd: &Utf8Path,
+    private: &Utf8Path,
+    jobserver: jobserver::FromEnv,
+    watch: &Watch,
+) -> Result<(), Fail> {
+    let private_abs = private
+        .canonicalize_utf8()
+        .map_err(|e| Fail::environment(format!("find {private}: {e}")))?;
+    let rel = relative(cwd, &private_abs);
+    let items = read_inputs(&command.args, cwd, private, &rel)?;
+    let modules: BTreeMap<&str, bool> = items
+        .iter()
+        .flat_map(|item| match item {
+            Item::Module { path, lazy } => vec![(path.as_str(), *lazy)],
+            Item::Members(m) => m
+                .members
+                .iter()
+                .filter(|(_, bitcode, _)| *bitcode)
+                .map(|(p, _, _)| (p.as_str(), !m.whole))
+                .collect(),
+            Item::Word(_) => vec![],
+        })
+        .collect();
+    if modules.is_empty() {
+        report::note("link: no input is bitcode; linking as it is");
+        return final_link(command, &command.args, private, watch);
+    }
+    // lld writes a module's files at PREFIX + its path: deep enough that `..` stays inside.
+    let depth = modules.keys().map(|m| parents(m)).max().unwrap_or(0);
+    let prefix = format!("{rel}/m/{}", "_/".repeat(depth));
+    let list = format!("{rel}/modules.list");
+
+    // Step 1: the thin link.
+    let mut thin = render(&items, None);
+    thin.extend([
+        format!("--thinlto-index-only={list}"),
+        "--thinlto-emit-imports-files".to_string(),
+        format!("--thinlto-prefix-replace=;{prefix}"),
+    ]);
+    run_ld(command, &thin, private, "thin.rsp", watch, "thin link")?;
+
+    // The modules it linked, each checked against what this link passed.
+    let linked = fs::read_to_string(cwd.join(&list))
+        .map_err(|e| Fail::failed(format!("thin link: read its list of modules {list}: {e}")))?;
+    let mut jobs = Vec::new();
+    let mut outputs: BTreeMap<String, String> = BTreeMap::new();
+    for line in linked.lines().filter(|l| !l.is_empty()) {
+        let module = identity(line, &prefix, &modules)?;
+        let imports_file = format!("{line}.imports");
+        let imports = fs::read_to_string(cwd.join(&imports_file)).map_err(|e| {
+            Fail::failed(format!(
+                "thin link: read the imports of {module} ({imports_file}): {e}"
+            ))
+        })?;
+        let mut inputs = vec![module.to_string(), format!("{line}.thinlto.bc")];
+        for import in imports.lines().filter(|l| !l.is_empty()) {
+            if !modules.contains_key(import) {
+                return Err(mismatch(import, &format!("an import of {module}")));
+            }
+            inputs.push(import.to_string());
+        }
+        jobs.push(serde_json::json!({
+            "args": [module, format!("-fthinlto-index={line}.thinlto.bc"), "-o", line],
+            "inputs": inputs,
+            "outputs": [line],
+        }));
+        outputs.insert(module.to_string(), line.to_string());
+    }
+    for (module, lazy) in &modules {
+        if !lazy && !outputs.contains_key(*module) {
+            return Err(Fail::failed(format!(
+                "thin link: did not list {module}, which it had to link (is it a full-LTO \
+                 module? this flow handles -flto=thin modules)"
+            )));
+        }
+    }
+
+    // Step 2: the jobs, through the same engine as a DTLTO link's.
+    let mut common = vec![
+        command.compiler.clone(),
+        "-c".to_string(),
+        format!("--target={}", command.triple),
+    ];
+    let backend = Backend::from_args(&command.args);
+    common.extend(backend.options());
+    common.extend(args.backend_arg.iter().cloned());
+    let common: Vec<String> = common
+        .into_iter()
+        .enumerate()
+        .filter(|(i, w)| {
+            *i == 0
+                || !args
+                    .backend_remove
+                    .iter()
+                    .any(|p| ldargs::pattern_matches(p, w))
+        })
+        .map(|(_, w)| w)
+        .collect();
+    let output = ldargs::values(&command.args, "o")
+        .last()
+        .map(|o| o.to_string())
+        .unwrap_or_else(|| "a.out".to_string());
+    let file = serde_json::json!({
+        "common": {
+            "linker_output": output,
+            "args": common,
+            "inputs": backend.sample_profile.iter().collect::<Vec<_>>(),
+        },
+        "jobs": jobs,
+    });
+    let job_file = private.join("jobs.json");
+    fs::write(
+        &job_file,
+        serde_json::to_vec_pretty(&file).expect("JSON of strings"),
+    )
+    .map_err(|e| Fail::environment(format!("write {job_file}: {e}")))?;
+    let mut run = args.run.clone();
+    run.job_file = Some(job_file);
+    crate::run::run(&run, jobserver, watch).map_err(|fail| Fail {
+        code: fail.code,
+        message: format!(
+            "{}\nlink: the backend jobs failed; the final link did not run",
+            fail.message
+        ),
+    })?;
+
+    if let Some(dir) = &args.keep_objects {
+        keep_objects(dir, &items, &outputs, cwd)?;
+    }
+
+    // Step 3: the final link, native objects in place of the bitcode.
+    let last = render(&items, Some(&outputs));
+    final_link(command, &last, private, watch)
+}
+
+/// The module a line of lld's list names, checked to be a path this link passed.
+fn identity<'m>(
+    line: &str,
+    prefix: &str,
+    modules: &BTreeMap<&'m str, bool>,
+) -> Result<&'m str, Fail> {
+    let module = line.strip_prefix(prefix).unwrap_or(line);
+    modules
+        .get_key_value(module)
+        .map(|(k, _)| *k)
+        .ok_or_else(|| mismatch(module, "a module of the thin link"))
+}
+
+/// A module path the thin link recorded that this link did not pass (as the kernel's
+/// `arch/x86/../../virt/kvm/kvm_main.o` against `virt/kvm/kvm_main.o`): compiling another
+/// spelling of it would give a binary with undefined or duplicate symbols.
+fn mismatch(recorded: &str, what: &str) -> Fail {
+    Fail::failed(format!(
+        "thin link: {what} is recorded as {}, which is not a path this link passed; a backend \
+         must compile a module under the exact path the thin link recorded, so nothing was \
+         compiled (name each object by one path)",
+        escape::shell_word(recorded)
+    ))
+}
+
+/// How many `..` components a path has: how far above its directory lld may write.
+fn parents(path: &str) -> usize {
+    Utf8Path::new(path)
+        .components()
+        .filter(|c| matches!(c, Utf8Component::ParentDir))
+        .count()
+}
+
+/// `to` relative to `from`, both absolute and free of `.`/`..`.
+fn relative(from: &Utf8Path, to: &Utf8Path) -> String {
+    let a: Vec<_> = from.components().collect();
+    let b: Vec<_> = to.components().collect();
+    let common = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
+    let mut out: Vec<&str> = vec![".."; a.len() - common];
+    out.extend(b[common..].iter().map(|c| c.as_str()));
+    if out.is_empty() {
+        ".".to_string()
+    } else {
+        out.join("/")
+    }
+}
+
+/// The link command: lld's, from the driver's `-###` unless the user ran lld itself.
+fn link_command(args: &LinkArgs, cwd: &Utf8Path) -> Result<LinkCommand, Fail> {
+    let user = &args.command;
+    let program = Utf8Path::new(&user[0]).file_name().unwrap_or("");
+    let is_ld = program.starts_with("ld.") || program == "ld" || program.starts_with("lld");
+    let (ld, rest, compiler) = if is_ld {
+        let compiler = args.compiler.clone().ok_or_else(|| {
+            Fail::bad_input(format!(
+                "link: {program} is a linker; name the compiler of the backend jobs with \
+                 --compiler (e.g. clang-19), or give the clang link command"
+            ))
+        })?;
+        (user[0].clone(), user[1..].to_vec(), compiler)
+    } else {
+        let out = Command::new(&user[0])
+            .args(&user[1..])
+            .arg("-###")
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| Fail::environment(format!("link: run {}: {e}", user[0])))?;
+        let text = String::from_utf8_lossy(&out.stderr);
+        if !out.status.success() {
+            return Err(Fail::failed(format!(
+                "link: ask {} for its linker command (-###): {}\n{}",
+                user[0],
+                process::describe(&out.status),
+                text.trim_end()
+            )));
+        }
+        let commands = ldargs::driver_commands(&text).map_err(Fail::environment)?;
+        if let Some(cc1) = commands.iter().find(|c| c.iter().any(|w| w == "-cc1")) {
+            let source = cc1
+                .iter()
+                .find(|w| w.ends_with(".c") || w.ends_with(".cpp"));
+            return Err(Fail::bad_input(format!(
+                "link: the command compiles {} as well as linking; compile first, then give \
+                 `link` the link of the objects",
+                source.map(|s| s.as_str()).unwrap_or("a source")
+            )));
+        }
+        let Some(ld) = commands.last().filter(|c| !c.is_empty()) else {
+            return Err(Fail::bad_input(format!(
+                "link: {} runs no linker for this command (is it a link?)",
+                user[0]
+            )));
+        };
+        let compiler = args.compiler.clone().unwrap_or_else(|| user[0].clone());
+        (ld[0].clone(), ld[1..].to_vec(), compiler)
+    };
+    let args_expanded = ldargs::expand_response_files(&rest, cwd)
+        .map_err(|e| Fail::bad_input(format!("link: {e}")))?;
+    let triple = target_triple(&compiler, if is_ld { &[] } else { &user[1..] })?;
+    Ok(LinkCommand {
+        ld,
+        args: args_expanded,
+        compiler,
+        triple,
+    })
+}
+
+/// The target of the jobs, as the compiler sees it for the user's target options.
+fn target_triple(compiler: &str, user: &[String]) -> Result<String, Fail> {
+    let mut target = Vec::new();
+    let mut i = 0;
+    while i < user.len() {
+        let w = &user[i];
+        if (w == "-target" || w == "--target") && i + 1 < user.len() {
+            target.extend([w.clone(), user[i + 1].clone()]);
+            i += 1;
+        } else if w.starts_with("--target=") || matches!(w.as_str(), "-m32" | "-m64" | "-mx32") {
+            target.push(w.clone());
+        }
+        i += 1;
+    }
+    let out = Command::new(compiler)
+        .args(&target)
+        .arg("-print-target-triple")
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| Fail::environment(format!("link: run {compiler}: {e}")))?;
+    let triple = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    if !out.status.success() || triple.is_empty() {
+        return Err(Fail::environment(format!(
+            "link: ask {compiler} for its target (-print-target-triple): {}\n{}",
+            process::describe(&out.status),
+            String::from_utf8_lossy(&out.stderr).trim_end()
+        )));
+    }
+    Ok(triple)
+}
+
+/// Refuses a linker that is not lld: the flow needs lld's --thinlto-index-only.
+fn check_lld(ld: &str) -> Result<(), Fail> {
+    let out = Command::new(ld)
+        .arg("--version")
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| Fail::environment(format!("link: run the linker {ld}: {e}")))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    if !text.contains("LLD") {
+        return Err(Fail::bad_input(format!(
+            "link: the linker is {ld} ({}), not lld; add -fuse-ld=lld (or lld-N) to the link \
+             command",
+            text.lines().next().unwrap_or("").trim()
+        )));
+    }
+    Ok(())
+}
+
+/// Reads lld's arguments into items: bitcode inputs become modules; archives (named or `-l`)
+/// with bitcode members are extracted into the private directory.
+fn read_inputs(
+    args: &[String],
+    cwd: &Utf8Path,
+    private: &Utf8Path,
+    rel: &str,
+) -> Result<Vec<Item>, Fail> {
+    let search: Vec<&str> = ldargs::values(args, "L")
+        .into_iter()
+        .chain(ldargs::values(args, "library-path"))
+        .chain(args.iter().filter_map(|a| {
+            a.strip_prefix("-L")
+                .filter(|d| !d.is_empty() && !a.starts_with("--"))
+        }))
+        .collect();
+    let mut items = Vec::new();
+    let mut whole = false;
+    let mut in_lib = false;
+    let mut statik = false;
+    let mut archives = 0;
+    for word in ldargs::classify(args) {
+        let (named, path) = match &word {
+            Word::Option(o) => {
+                match o.trim_start_matches('-') {
+                    "whole-archive" => whole = true,
+                    "no-whole-archive" => whole = false,
+                    "start-lib" => in_lib = true,
+                    "end-lib" => in_lib = false,
+                    "Bstatic" | "static" | "dn" | "non_shared" => statik = true,
+                    "Bdynamic" | "dy" | "call_shared" => statik = false,
+                    _ => {}
+                }
+                items.push(Item::Word(o.clone()));
+                continue;
+            }
+            Word::Input(p) => (p.clone(), Some(Utf8PathBuf::from(p))),
+            Word::Library(name) => (
+                format!("-l{name}"),
+                find_library(name, &search, statik, cwd),
+            ),
+        };
+        let as_given = || match &word {
+            Word::Input(p) => Item::Word(p.clone()),
+            _ => Item::Word(named.clone()),
+        };
+        let Some(path) = path else {
+            items.push(as_given());
+            continue;
+        };
+        match archive::kind(&cwd.join(&path)) {
+            Kind::Bitcode => items.push(Item::Module {
+                path: path.to_string(),
+                lazy: in_lib,
+            }),
+            Kind::Archive | Kind::ThinArchive => {
+                let read =
+                    Archive::read(&path, cwd).map_err(|e| Fail::bad_input(format!("link: {e}")))?;
+                if !read.has_bitcode() {
+                    items.push(as_given());
+                    continue;
+                }
+                archives += 1;
+                let dir = private.join("x").join(archives.to_string());
+                let mut members = Vec::new();
+                for (i, m) in read.members.iter().enumerate() {
+                    let at = match &m.path {
+                        Some(thin) => thin.to_string(),
+                        None => {
+                            fs::create_dir_all(&dir)
+                                .map_err(|e| Fail::environment(format!("create {dir}: {e}")))?;
+                            let file = format!("{i}-{}", safe_name(&m.name));
+                            fs::write(dir.join(&file), read.data(m)).map_err(|e| {
+                                Fail::environment(format!("extract {} from {named}: {e}", m.name))
+                            })?;
+                            format!("{rel}/x/{archives}/{file}")
+                        }
+                    };
+                    members.push((at, m.bitcode, m.name.clone()));
+                }
+                items.push(Item::Members(Members {
+                    named,
+                    members,
+                    whole,
+                    in_lib,
+                }));
+            }
+            Kind::Other | Kind::Missing => items.push(as_given()),
+        }
+    }
+    Ok(items)
+}
+
+/// A member's name as a file name: its last component, `/` and NUL never in it.
+fn safe_name(name: &str) -> String {
+    let last = name.trim_end_matches('/').rsplit('/').next().unwrap_or("");
+    if last.is_empty() || last == "." || last == ".." {
+        "member".to_string()
+    } else {
+        last.to_string()
+    }
+}
+
+/// Where lld finds `-lNAME`: `lib NAME .so` then `.a` in each directory (`.a` only when linking
+/// statically); `-l:FILE` names the file.
+fn find_library(name: &str, search: &[&str], statik: bool, cwd: &Utf8Path) -> Option<Utf8PathBuf> {
+    let names: Vec<String> = match name.strip_prefix(':') {
+        Some(file) => vec![file.to_string()],
+        None if statik => vec![format!("lib{name}.a")],
+        None => vec![format!("lib{name}.so"), format!("lib{name}.a")],
+    };
+    for dir in search {
+        for n in &names {
+            let p = Utf8Path::new(dir).join(n);
+            if cwd.join(&p).is_file() {
+                return Some(p);
+            }
+        }
+    }
+    None
+}
+
+/// lld's arguments for the thin link (`native` None) or the final link (each linked module's
+/// native object; modules the thin link dropped are left out).
+fn render(items: &[Item], native: Option<&BTreeMap<String, String>>) -> Vec<String> {
+    let mut out = Vec::new();
+    let pick = |path: &str, bitcode: bool| -> Option<String> {
+        match (native, bitcode) {
+            (Some(map), true) => map.get(path).cloned(),
+            _ => Some(path.to_string()),
+        }
+    };
+    for item in items {
+        match item {
+            Item::Word(w) => out.push(w.clone()),
+            Item::Module { path, .. } => out.extend(pick(path, true)),
+            Item::Members(m) => {
+                let group = !m.whole && !m.in_lib;
+                if group {
+                    out.push("--start-lib".to_string());
+                }
+                for (path, bitcode, _) in &m.members {
+                    out.extend(pick(path, *bitcode));
+                }
+                if group {
+                    out.push("--end-lib".to_string());
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Runs lld with `args` through a response file (a kernel's link outgrows the argument limit).
+fn run_ld(
+    command: &LinkCommand,
+    args: &[String],
+    private: &Utf8Path,
+    name: &str,
+    watch: &Watch,
+    step: &str,
+) -> Result<(), Fail> {
+    let rsp = private.join(name);
+    let text: Vec<String> = args.iter().map(|a| escape::response_word(a)).collect();
+    fs::write(&rsp, text.join("\n") + "\n")
+        .map_err(|e| Fail::environment(format!("write {rsp}: {e}")))?;
+    let mut cmd = Command::new(&command.ld);
+    cmd.arg(format!("@{rsp}")).stdin(Stdio::null());
+    let child = process::spawn(
+        &mut cmd,
+        watch,
+        &process::Options {
+            group: false,
+            parent_death: libc::SIGKILL,
+            forward: true,
+        },
+    )
+    .map_err(|e| Fail::environment(format!("{step}: run {}: {e}", command.ld)))?;
+    let status = child
+        .wait(watch)
+        .map_err(|e| Fail::environment(format!("{step}: wait for {}: {e}", command.ld)))?;
+    if let Some(sig) = watch.received() {
+        return Err(Fail::new(
+            process::exit_code(sig),
+            format!("{step}: interrupted by signal {sig}"),
+        ));
+    }
+    if !status.success() {
+        return Err(Fail::new(
+            status.code().filter(|&c| c != 0).unwrap_or(1),
+            format!(
+                "{step}: {} failed ({}); its arguments: {}",
+                command.ld,
+                process::describe(&status),
+                args.iter()
+                    .map(|a| escape::shell_word(a))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn final_link(
+    command: &LinkCommand,
+    args: &[String],
+    private: &Utf8Path,
+    watch: &Watch,
+) -> Result<(), Fail> {
+    run_ld(command, args, private, "final.rsp", watch, "final link")
+}
+
+/// Copies each native object to DIR, named after its module (an archive's member under
+/// `ARCHIVE.d/`).
+fn keep_objects(
+    dir: &Utf8Path,
+    items: &[Item],
+    outputs: &BTreeMap<String, String>,
+    cwd: &Utf8Path,
+) -> Result<(), Fail> {
+    let mut names = BTreeSet::new();
+    let mut kept = Vec::new();
+    for item in items {
+        match item {
+            Item::Module { path, .. } => kept.push((path.clone(), clean(path))),
+            Item::Members(m) => {
+                for (path, bitcode, name) in &m.members {
+                    if *bitcode {
+                        kept.push((
+                            path.clone(),
+                            format!("{}.d/{}", clean(&m.named), safe_name(name)),
+                        ));
+                    }
+                }
+            }
+            Item::Word(_) => {}
+        }
+    }
+    for (module, mut name) in kept {
+        let Some(object) = outputs.get(&module) else {
+            continue;
+        };
+        let mut n = 1;
+        while !names.insert(name.clone()) {
+            n += 1;
+            name = format!("{name}.{n}");
+        }
+        let to = dir.join(&name);
+        if let Some(parent) = to.parent() {
+            fs::create_dir_all(parent)
+                .map_err(|e| Fail::environment(format!("keep objects: create {parent}: {e}")))?;
+        }
+        fs::copy(cwd.join(object), &to)
+            .map_err(|e| Fail::environment(format!("keep objects: copy {object} to {to}: {e}")))?;
+    }
+    Ok(())
+}
+
+/// A path as a relative name under a directory: no root, `..` as `__`.
+fn clean(path: &str) -> String {
+    Utf8Path::new(path)
+        .components()
+        .filter_map(|c| match c {
+            Utf8Component::Normal(n) => Some(n.to_string()),
+            Utf8Component::ParentDir => Some("__".to_string()),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn relative_paths() {
+        assert_eq!(relative("/a/b".into(), "/a/b/c".into()), "c");
+        assert_eq!(relative("/a/b".into(), "/tmp/x".into()), "../../tmp/x");
+        assert_eq!(relative("/a".into(), "/a".into()), ".");
+    }
+
+    #[test]
+    fn module_identity_is_checked() {
+        let modules: BTreeMap<&str, bool> =
+            [("main.o", false), ("arch/x86/../../virt/kvm.o", false)].into();
+        assert_eq!(identity("P/m/main.o", "P/m/", &modules).unwrap(), "main.o");
+        assert_eq!(
+            identity("P/m/arch/x86/../../virt/kvm.o", "P/m/", &modules).unwrap(),
+            "arch/x86/../../virt/kvm.o"
+        );
+        let e = identity("P/m/virt/kvm.o", "P/m/", &modules).unwrap_err();
+        assert!(
+            e.message.contains("recorded as virt/kvm.o"),
+            "{}",
+            e.message
+        );
+    }
+
+    #[test]
+    fn names_of_kept_objects() {
+        assert_eq!(clean("../lib/a.o"), "__/lib/a.o");
+        assert_eq!(clean("/abs/a.o"), "abs/a.o");
+        assert_eq!(safe_name("sub/m.o/"), "m.o");
+        assert_eq!(safe_name(".."), "member");
+        assert_eq!(parents("a/../../b.o"), 2);
+    }
+
+    #[test]
+    fn archives_become_lazy_members_and_dropped_modules_are_left_out() {
+        let items = vec![
+            Item::Word("-o".into()),
+            Item::Word("prog".into()),
+            Item::Module {
+                path: "main.o".into(),
+                lazy: false,
+            },
+            Item::Members(Members {
+                named: "libx.a".into(),
+                members: vec![
+                    ("x/1/0-a.o".into(), true, "a.o".into()),
+                    ("x/1/1-n.o".into(), false, "n.o".into()),
+                    ("x/1/2-b.o".into(), true, "b.o".into()),
+                ],
+                whole: false,
+                in_lib: false,
+            }),
+        ];
+        let thin = render(&items, None);
+        assert_eq!(
+            thin,
+            [
+                "-o",
+                "prog",
+                "main.o",
+                "--start-lib",
+                "x/1/0-a.o",
+                "x/1/1-n.o",
+                "x/1/2-b.o",
+                "--end-lib"
+            ]
+        );
+        let native: BTreeMap<String, String> = [
+            ("main.o".to_string(), "m/main.o".to_string()),
+            ("x/1/0-a.o".to_string(), "m/x/1/0-a.o".to_string()),
+        ]
+        .into();
+        assert_eq!(
+            render(&items, Some(&native)),
+            [
+                "-o",
+                "prog",
+                "m/main.o",
+                "--start-lib",
+                "m/x/1/0-a.o",
+                "x/1/1-n.o",
+                "--end-lib"
+            ]
+        );
+    }
+}
