@@ -568,6 +568,12 @@ pub struct LinkArgs {
     #[arg(long, value_name = "PATTERN", allow_hyphen_values = true)]
     pub backend_remove: Vec<String>,
 
+    /// Run only the thin link, and write the whole flow (thin link, backend jobs, final link)
+    /// to FILE as a build.ninja, or a Makefile with --backend make, with its files in
+    /// FILE.dtlto/; `ninja -f FILE` or `make -f FILE` then does the link.
+    #[arg(long, value_name = "FILE")]
+    pub emit: Option<Utf8PathBuf>,
+
     /// Keep the final native objects in DIR, named after their modules (an archive's members
     /// under ARCHIVE.d/).
     #[arg(long, value_name = "DIR")]

@@ -15,6 +15,7 @@ pub mod history;
 pub mod launcher;
 pub mod ldargs;
 pub mod link;
+pub mod linkfile;
 pub mod output;
 pub mod parse;
 pub mod plan;

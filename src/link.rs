@@ -23,6 +23,8 @@ use std::process::{Command, Stdio};
 enum Item {
     /// Passed on as it is.
     Word(String),
+    /// An input file that is not bitcode: passed on as it is.
+    File(String),
     /// A bitcode file: compiled by a job, its native object in the final link.
     Module { path: String, lazy: bool },
     /// An archive with bitcode members, replaced by its members.
@@ -73,6 +75,9 @@ pub fn link(args: &LinkArgs, jobserver: jobserver::FromEnv, watch: &Watch) -> Re
             )));
         }
     }
+    if let Some(file) = &args.emit {
+        return emit(args, &command, &cwd, file, watch);
+    }
     crate::state::remove_dead(&std::env::temp_dir());
     let state = StateDir::create().map_err(Fail::environment)?;
     let result = flow(args, &command, &cwd, state.path(), jobserver, watch);
@@ -81,6 +86,140 @@ pub fn link(args: &LinkArgs, jobserver: jobserver::FromEnv, watch: &Watch) -> Re
         report::note(&format!("link: kept {kept}"));
     }
     result
+}
+
+/// The link's inputs read, and where the thin link writes.
+struct Plan {
+    items: Vec<Item>,
+    /// Every bitcode module this link passes, and whether it is lazy (an archive's member).
+    modules: BTreeMap<String, bool>,
+    /// lld writes a module's files at this prefix followed by the module's path.
+    prefix: String,
+    /// lld's list of the modules it linked.
+    list: String,
+}
+
+impl Plan {
+    fn new(command: &LinkCommand, cwd: &Utf8Path, dir: &Utf8Path, rel: &str) -> Result<Plan, Fail> {
+        let items = read_inputs(&command.args, cwd, dir, rel)?;
+        let modules: BTreeMap<String, bool> = items
+            .iter()
+            .flat_map(|item| match item {
+                Item::Module { path, lazy } => vec![(path.clone(), *lazy)],
+                Item::Members(m) => m
+                    .members
+                    .iter()
+                    .filter(|(_, bitcode, _)| *bitcode)
+                    .map(|(p, _, _)| (p.clone(), !m.whole))
+                    .collect(),
+                Item::Word(_) | Item::File(_) => vec![],
+            })
+            .collect();
+        // Deep enough that a module's `..` components keep its files inside the directory.
+        let depth = modules.keys().map(|m| parents(m)).max().unwrap_or(0);
+        Ok(Plan {
+            items,
+            modules,
+            prefix: format!("{rel}/m/{}", "_/".repeat(depth)),
+            list: format!("{rel}/modules.list"),
+        })
+    }
+
+    /// lld's arguments for the thin link.
+    fn thin_args(&self) -> Vec<String> {
+        let mut thin = render(&self.items, None);
+        thin.extend([
+            format!("--thinlto-index-only={}", self.list),
+            "--thinlto-emit-imports-files".to_string(),
+            format!("--thinlto-prefix-replace=;{}", self.prefix),
+        ]);
+        thin
+    }
+
+    /// After the thin link: the job file (current schema) of the modules it linked, and each
+    /// module's native object.
+    fn jobs(
+        &self,
+        args: &LinkArgs,
+        command: &LinkCommand,
+        cwd: &Utf8Path,
+    ) -> Result<(serde_json::Value, BTreeMap<String, String>), Fail> {
+        let list = &self.list;
+        let linked = fs::read_to_string(cwd.join(list)).map_err(|e| {
+            Fail::failed(format!("thin link: read its list of modules {list}: {e}"))
+        })?;
+        let mut jobs = Vec::new();
+        let mut outputs: BTreeMap<String, String> = BTreeMap::new();
+        for line in linked.lines().filter(|l| !l.is_empty()) {
+            let module = identity(line, &self.prefix, &self.modules)?;
+            let imports_file = format!("{line}.imports");
+            let imports = fs::read_to_string(cwd.join(&imports_file)).map_err(|e| {
+                Fail::failed(format!(
+                    "thin link: read the imports of {module} ({imports_file}): {e}"
+                ))
+            })?;
+            let mut inputs = vec![module.to_string(), format!("{line}.thinlto.bc")];
+            for import in imports.lines().filter(|l| !l.is_empty()) {
+                if !self.modules.contains_key(import) {
+                    return Err(mismatch(import, &format!("an import of {module}")));
+                }
+                inputs.push(import.to_string());
+            }
+            jobs.push(serde_json::json!({
+                "args": [module, format!("-fthinlto-index={line}.thinlto.bc"), "-o", line],
+                "inputs": inputs,
+                "outputs": [line],
+            }));
+            outputs.insert(module.to_string(), line.to_string());
+        }
+        for (module, lazy) in &self.modules {
+            if !lazy && !outputs.contains_key(module) {
+                return Err(Fail::failed(format!(
+                    "thin link: did not list {module}, which it had to link (is it a full-LTO \
+                     module? this flow handles -flto=thin modules)"
+                )));
+            }
+        }
+        let mut common = vec![
+            command.compiler.clone(),
+            "-c".to_string(),
+            format!("--target={}", command.triple),
+        ];
+        let backend = Backend::from_args(&command.args);
+        common.extend(backend.options());
+        common.extend(args.backend_arg.iter().cloned());
+        let common: Vec<String> = common
+            .into_iter()
+            .enumerate()
+            .filter(|(i, w)| {
+                *i == 0
+                    || !args
+                        .backend_remove
+                        .iter()
+                        .any(|p| ldargs::pattern_matches(p, w))
+            })
+            .map(|(_, w)| w)
+            .collect();
+        let file = serde_json::json!({
+            "common": {
+                "linker_output": command.output(),
+                "args": common,
+                "inputs": backend.sample_profile.iter().collect::<Vec<_>>(),
+            },
+            "jobs": jobs,
+        });
+        Ok((file, outputs))
+    }
+}
+
+impl LinkCommand {
+    /// The link's output (`-o`), as lld names it.
+    fn output(&self) -> String {
+        ldargs::values(&self.args, "o")
+            .last()
+            .map(|o| o.to_string())
+            .unwrap_or_else(|| "a.out".to_string())
+    }
 }
 
 /// Everything after the private directory exists; the caller removes it.
@@ -96,107 +235,24 @@ fn flow(
         .canonicalize_utf8()
         .map_err(|e| Fail::environment(format!("find {private}: {e}")))?;
     let rel = relative(cwd, &private_abs);
-    let items = read_inputs(&command.args, cwd, private, &rel)?;
-    let modules: BTreeMap<&str, bool> = items
-        .iter()
-        .flat_map(|item| match item {
-            Item::Module { path, lazy } => vec![(path.as_str(), *lazy)],
-            Item::Members(m) => m
-                .members
-                .iter()
-                .filter(|(_, bitcode, _)| *bitcode)
-                .map(|(p, _, _)| (p.as_str(), !m.whole))
-                .collect(),
-            Item::Word(_) => vec![],
-        })
-        .collect();
-    if modules.is_empty() {
+    let plan = Plan::new(command, cwd, private, &rel)?;
+    if plan.modules.is_empty() {
         report::note("link: no input is bitcode; linking as it is");
         return final_link(command, &command.args, private, watch);
     }
-    // lld writes a module's files at PREFIX + its path: deep enough that `..` stays inside.
-    let depth = modules.keys().map(|m| parents(m)).max().unwrap_or(0);
-    let prefix = format!("{rel}/m/{}", "_/".repeat(depth));
-    let list = format!("{rel}/modules.list");
 
     // Step 1: the thin link.
-    let mut thin = render(&items, None);
-    thin.extend([
-        format!("--thinlto-index-only={list}"),
-        "--thinlto-emit-imports-files".to_string(),
-        format!("--thinlto-prefix-replace=;{prefix}"),
-    ]);
-    run_ld(command, &thin, private, "thin.rsp", watch, "thin link")?;
-
-    // The modules it linked, each checked against what this link passed.
-    let linked = fs::read_to_string(cwd.join(&list))
-        .map_err(|e| Fail::failed(format!("thin link: read its list of modules {list}: {e}")))?;
-    let mut jobs = Vec::new();
-    let mut outputs: BTreeMap<String, String> = BTreeMap::new();
-    for line in linked.lines().filter(|l| !l.is_empty()) {
-        let module = identity(line, &prefix, &modules)?;
-        let imports_file = format!("{line}.imports");
-        let imports = fs::read_to_string(cwd.join(&imports_file)).map_err(|e| {
-            Fail::failed(format!(
-                "thin link: read the imports of {module} ({imports_file}): {e}"
-            ))
-        })?;
-        let mut inputs = vec![module.to_string(), format!("{line}.thinlto.bc")];
-        for import in imports.lines().filter(|l| !l.is_empty()) {
-            if !modules.contains_key(import) {
-                return Err(mismatch(import, &format!("an import of {module}")));
-            }
-            inputs.push(import.to_string());
-        }
-        jobs.push(serde_json::json!({
-            "args": [module, format!("-fthinlto-index={line}.thinlto.bc"), "-o", line],
-            "inputs": inputs,
-            "outputs": [line],
-        }));
-        outputs.insert(module.to_string(), line.to_string());
-    }
-    for (module, lazy) in &modules {
-        if !lazy && !outputs.contains_key(*module) {
-            return Err(Fail::failed(format!(
-                "thin link: did not list {module}, which it had to link (is it a full-LTO \
-                 module? this flow handles -flto=thin modules)"
-            )));
-        }
-    }
+    run_ld(
+        command,
+        &plan.thin_args(),
+        private,
+        "thin.rsp",
+        watch,
+        "thin link",
+    )?;
+    let (file, outputs) = plan.jobs(args, command, cwd)?;
 
     // Step 2: the jobs, through the same engine as a DTLTO link's.
-    let mut common = vec![
-        command.compiler.clone(),
-        "-c".to_string(),
-        format!("--target={}", command.triple),
-    ];
-    let backend = Backend::from_args(&command.args);
-    common.extend(backend.options());
-    common.extend(args.backend_arg.iter().cloned());
-    let common: Vec<String> = common
-        .into_iter()
-        .enumerate()
-        .filter(|(i, w)| {
-            *i == 0
-                || !args
-                    .backend_remove
-                    .iter()
-                    .any(|p| ldargs::pattern_matches(p, w))
-        })
-        .map(|(_, w)| w)
-        .collect();
-    let output = ldargs::values(&command.args, "o")
-        .last()
-        .map(|o| o.to_string())
-        .unwrap_or_else(|| "a.out".to_string());
-    let file = serde_json::json!({
-        "common": {
-            "linker_output": output,
-            "args": common,
-            "inputs": backend.sample_profile.iter().collect::<Vec<_>>(),
-        },
-        "jobs": jobs,
-    });
     let job_file = private.join("jobs.json");
     fs::write(
         &job_file,
@@ -214,24 +270,161 @@ fn flow(
     })?;
 
     if let Some(dir) = &args.keep_objects {
-        keep_objects(dir, &items, &outputs, cwd)?;
+        keep_objects(dir, &plan.items, &outputs, cwd)?;
     }
 
     // Step 3: the final link, native objects in place of the bitcode.
-    let last = render(&items, Some(&outputs));
+    let last = render(&plan.items, Some(&outputs));
     final_link(command, &last, private, watch)
+}
+
+/// The marker that says a directory is an emitted link's, which a later `--emit` may replace.
+const EMITTED: &str = "dtlto-bridge-link";
+
+/// `--emit FILE`: the thin link now, with its files in FILE.dtlto/; the whole flow in FILE.
+fn emit(
+    args: &LinkArgs,
+    command: &LinkCommand,
+    cwd: &Utf8Path,
+    file: &Utf8Path,
+    watch: &Watch,
+) -> Result<(), Fail> {
+    let dir = Utf8PathBuf::from(format!("{file}.dtlto"));
+    let at = cwd.join(&dir);
+    if at.exists() {
+        if !at.join(EMITTED).is_file() {
+            return Err(Fail::bad_input(format!(
+                "link --emit: {dir} exists and was not written by dtlto-bridge; move it away"
+            )));
+        }
+        fs::remove_dir_all(&at).map_err(|e| Fail::environment(format!("remove {dir}: {e}")))?;
+    }
+    let fail = |e: std::io::Error| Fail::environment(format!("create {dir}: {e}"));
+    fs::create_dir_all(&at).map_err(fail)?;
+    fs::write(
+        at.join(EMITTED),
+        "files of a link emitted by dtlto-bridge link --emit\n",
+    )
+    .map_err(fail)?;
+    let result = emit_in(args, command, cwd, file, &at, watch);
+    if result.is_err() {
+        let _ = fs::remove_dir_all(&at);
+    }
+    result
+}
+
+fn emit_in(
+    args: &LinkArgs,
+    command: &LinkCommand,
+    cwd: &Utf8Path,
+    file: &Utf8Path,
+    dir: &Utf8Path,
+    watch: &Watch,
+) -> Result<(), Fail> {
+    let abs = dir
+        .canonicalize_utf8()
+        .map_err(|e| Fail::environment(format!("find {dir}: {e}")))?;
+    let rel = relative(cwd, &abs);
+    let plan = Plan::new(command, cwd, dir, &rel)?;
+    if plan.modules.is_empty() {
+        return Err(Fail::bad_input(
+            "link --emit: no input is bitcode; there is no ThinLTO flow to write",
+        ));
+    }
+    let thin = plan.thin_args();
+    run_ld(command, &thin, dir, "thin.rsp", watch, "thin link")?;
+    let stamp = format!("{rel}/thin.stamp");
+    fs::write(cwd.join(&stamp), "")
+        .map_err(|e| Fail::environment(format!("write {stamp}: {e}")))?;
+    let (jobs, outputs) = plan.jobs(args, command, cwd)?;
+    let jobs_text = serde_json::to_string_pretty(&jobs).expect("JSON of strings");
+    let jobs_path = format!("{rel}/jobs.json");
+    fs::write(cwd.join(&jobs_path), &jobs_text)
+        .map_err(|e| Fail::environment(format!("write {jobs_path}: {e}")))?;
+    let last = render(&plan.items, Some(&outputs));
+    let rsp = dir.join("final.rsp");
+    let words: Vec<String> = last.iter().map(|a| escape::response_word(a)).collect();
+    fs::write(&rsp, words.join("\n") + "\n")
+        .map_err(|e| Fail::environment(format!("write {rsp}: {e}")))?;
+
+    let mut thin_inputs = BTreeSet::new();
+    let mut final_inputs: Vec<String> = outputs.values().cloned().collect();
+    for item in &plan.items {
+        match item {
+            Item::Module { path, .. } => {
+                thin_inputs.insert(path.clone());
+            }
+            Item::File(path) => {
+                thin_inputs.insert(path.clone());
+                final_inputs.push(path.clone());
+            }
+            Item::Members(m) => {
+                for (path, bitcode, _) in &m.members {
+                    thin_inputs.insert(path.clone());
+                    if !bitcode {
+                        final_inputs.push(path.clone());
+                    }
+                }
+            }
+            Item::Word(_) => {}
+        }
+    }
+    let mut thin_outputs = vec![plan.list.clone()];
+    for native in outputs.values() {
+        thin_outputs.push(format!("{native}.thinlto.bc"));
+        thin_outputs.push(format!("{native}.imports"));
+    }
+    let parsed = crate::parse::parse(&jobs_text)
+        .map_err(|e| Fail::environment(format!("read back {jobs_path}: {e}")))?;
+    let wrapper = args.run.wrapper.words().map_err(Fail::bad_input)?;
+    let format = args.run.backend.unwrap_or(crate::render::Format::Ninja);
+    let output = command.output();
+    let text = crate::linkfile::render(
+        format,
+        &parsed,
+        &wrapper,
+        &jobs_path,
+        &crate::linkfile::Steps {
+            build_file: file.as_str(),
+            ld: &command.ld,
+            thin_rsp: &format!("{rel}/thin.rsp"),
+            thin_inputs: &thin_inputs.into_iter().collect::<Vec<_>>(),
+            thin_outputs: &thin_outputs,
+            stamp: &stamp,
+            final_rsp: &format!("{rel}/final.rsp"),
+            final_inputs: &final_inputs,
+            output: &output,
+        },
+    )
+    .map_err(|e| Fail::bad_input(format!("link --emit: render {file}: {e}")))?;
+    let partial = cwd.join(format!("{file}.{}.partial", std::process::id()));
+    fs::write(&partial, text)
+        .and_then(|()| fs::rename(&partial, cwd.join(file)))
+        .map_err(|e| {
+            let _ = fs::remove_file(&partial);
+            Fail::environment(format!("write {file}: {e}"))
+        })?;
+    if !args.run.quiet {
+        report::note(&format!(
+            "link: wrote {file} ({} jobs; files in {rel}); link with: {} -f {}",
+            outputs.len(),
+            format.tool(),
+            escape::shell_word(file.as_str())
+        ));
+    }
+    Ok(())
 }
 
 /// The module a line of lld's list names, checked to be a path this link passed.
 fn identity<'m>(
     line: &str,
     prefix: &str,
-    modules: &BTreeMap<&'m str, bool>,
+    modules: &'m BTreeMap<String, bool>,
 ) -> Result<&'m str, Fail> {
     let module = line.strip_prefix(prefix).unwrap_or(line);
     modules
         .get_key_value(module)
-        .map(|(k, _)| *k)
+        .map(|(k, _)| k.as_str())
         .ok_or_else(|| mismatch(module, "a module of the thin link"))
 }
 
@@ -427,6 +620,7 @@ fn read_inputs(
             ),
         };
         let as_given = || match &word {
+            Word::Input(p) if archive::kind(&cwd.join(p)) != Kind::Missing => Item::File(p.clone()),
             Word::Input(p) => Item::Word(p.clone()),
             _ => Item::Word(named.clone()),
         };
@@ -518,7 +712,7 @@ fn render(items: &[Item], native: Option<&BTreeMap<String, String>>) -> Vec<Stri
     };
     for item in items {
         match item {
-            Item::Word(w) => out.push(w.clone()),
+            Item::Word(w) | Item::File(w) => out.push(w.clone()),
             Item::Module { path, .. } => out.extend(pick(path, true)),
             Item::Members(m) => {
                 let group = !m.whole && !m.in_lib;
@@ -620,7 +814,7 @@ fn keep_objects(
                     }
                 }
             }
-            Item::Word(_) => {}
+            Item::Word(_) | Item::File(_) => {}
         }
     }
     for (module, mut name) in kept {
@@ -669,8 +863,11 @@ mod tests {
 
     #[test]
     fn module_identity_is_checked() {
-        let modules: BTreeMap<&str, bool> =
-            [("main.o", false), ("arch/x86/../../virt/kvm.o", false)].into();
+        let modules: BTreeMap<String, bool> = [
+            ("main.o".to_string(), false),
+            ("arch/x86/../../virt/kvm.o".to_string(), false),
+        ]
+        .into();
         assert_eq!(identity("P/m/main.o", "P/m/", &modules).unwrap(), "main.o");
         assert_eq!(
             identity("P/m/arch/x86/../../virt/kvm.o", "P/m/", &modules).unwrap(),

@@ -438,3 +438,76 @@ fn backend_options_can_be_added_and_removed_and_a_wrapper_runs_every_job() {
     }
     assert_eq!(fs::read_to_string(&log).unwrap().lines().count(), 5);
 }
+
+#[test]
+fn an_emitted_link_is_done_by_ninja_or_make_alone() {
+    for (version, format, tool) in [(22, "ninja", "ninja"), (14, "make", "make")] {
+        let space = Space::new();
+        let inputs = hello(&space, version);
+        let file = format!("link.{tool}");
+        let mut cmd = space.bridge(&["link", "--backend", format, "--emit", &file, "--"]);
+        cmd.args([
+            &format!("clang-{version}"),
+            "-O2",
+            "-flto=thin",
+            &format!("-fuse-ld=lld-{version}"),
+            "-o",
+            "prog",
+        ]);
+        let out = space.ok(cmd.args(&inputs));
+        assert!(
+            stderr(&out).contains(&format!("{tool} -f {file}")),
+            "{}",
+            stderr(&out)
+        );
+        assert!(!space.exists("prog"), "emit links nothing");
+        space.ok(&mut space.command(tool, &["-f", &file, "-j2"]));
+        assert_eq!(space.run_program("prog"), HELLO, "{tool}");
+        // Emitting again replaces its own files; a directory of someone else's is refused.
+        space.ok(space
+            .bridge(&["link", "--backend", format, "--emit", &file, "--"])
+            .args([
+                &format!("clang-{version}"),
+                "-flto=thin",
+                &format!("-fuse-ld=lld-{version}"),
+                "-o",
+                "prog",
+            ])
+            .args(&inputs));
+        fs::create_dir(space.path("mine.ninja.dtlto")).unwrap();
+        let out = space
+            .bridge(&[
+                "link",
+                "--emit",
+                "mine.ninja",
+                "--",
+                &format!("clang-{version}"),
+                "-flto=thin",
+                &format!("-fuse-ld=lld-{version}"),
+            ])
+            .args(&inputs)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+        assert!(space.path("mine.ninja.dtlto").exists());
+        assert!(!space.exists("mine.ninja"));
+    }
+    // Once linked, ninja has nothing left to do.
+    let space = Space::new();
+    let inputs = hello(&space, 19);
+    let mut cmd = space.bridge(&[
+        "link",
+        "--emit",
+        "l.ninja",
+        "--",
+        "clang-19",
+        "-flto=thin",
+        "-fuse-ld=lld-19",
+        "-o",
+        "prog",
+    ]);
+    space.ok(cmd.args(&inputs));
+    space.ok(&mut space.command("ninja", &["-f", "l.ninja"]));
+    let out = space.ok(&mut space.command("ninja", &["-f", "l.ninja"]));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("no work to do"));
+}

@@ -1,0 +1,149 @@
+//! Link file: the whole classic flow of `dtlto-bridge link --emit` as one build.ninja or
+//! Makefile: the thin link, the backend jobs (rendered as `emit` renders a job file), the final
+//! link.
+//!
+//! It knows how the three steps depend on each other in each format and asks `escape` for
+//! every string; it does not know lld's options or where the files came from.
+
+use crate::escape;
+use crate::parse::JobFile;
+use crate::render::{self, Format};
+use std::fmt::Write;
+
+/// The two links around the jobs, as files and commands relative to the directory the build
+/// file runs from.
+pub struct Steps<'a> {
+    /// This build file, as `make -f` names it (for the Makefile's sequential steps).
+    pub build_file: &'a str,
+    /// lld's program; each link runs `LD @RESPONSE_FILE`.
+    pub ld: &'a str,
+    pub thin_rsp: &'a str,
+    pub thin_inputs: &'a [String],
+    /// Every index shard and imports list, and lld's list of modules.
+    pub thin_outputs: &'a [String],
+    /// The thin link's time stamp (make only).
+    pub stamp: &'a str,
+    pub final_rsp: &'a str,
+    /// The native objects and the other files of the final link.
+    pub final_inputs: &'a [String],
+    pub output: &'a str,
+}
+
+/// The build file: the jobs as `emit` writes them, then the links around them.
+pub fn render(
+    format: Format,
+    file: &JobFile<'_>,
+    wrapper: &[String],
+    source: &str,
+    steps: &Steps<'_>,
+) -> Result<String, String> {
+    let opts = render::Options {
+        wrapper,
+        source,
+        run: None,
+        order: None,
+    };
+    let mut out = render::render(format, file, &opts)?;
+    match format {
+        Format::Ninja => ninja(&mut out, steps)?,
+        Format::Make => make(&mut out, steps)?,
+    }
+    Ok(out)
+}
+
+fn ninja_paths(paths: &[String]) -> Result<String, String> {
+    let mut s = String::new();
+    for p in paths {
+        s.push_str(" $\n    ");
+        s.push_str(&escape::ninja_path(p)?);
+    }
+    Ok(s)
+}
+
+fn ninja(out: &mut String, s: &Steps<'_>) -> Result<(), String> {
+    let thin = escape::ninja_value(&escape::shell_line([s.ld, &format!("@{}", s.thin_rsp)]))?;
+    let last = escape::ninja_value(&escape::shell_line([s.ld, &format!("@{}", s.final_rsp)]))?;
+    let output = escape::ninja_path(s.output)?;
+    let _ = write!(
+        out,
+        "\n# The thin link (lld --thinlto-index-only): each module's index shard and imports list.\n\
+         rule dtlto_bridge_thin_link\n  command = {thin}\n  description = ThinLTO thin link\n\
+         build{}: dtlto_bridge_thin_link{}\n\
+         \n# The final link: the native objects in place of the bitcode.\n\
+         rule dtlto_bridge_final_link\n  command = {last}\n  description = link $out\n\
+         build {output}: dtlto_bridge_final_link{}\n\
+         default {output}\n",
+        ninja_paths(s.thin_outputs)?,
+        ninja_paths(s.thin_inputs)?,
+        ninja_paths(s.final_inputs)?,
+    );
+    Ok(())
+}
+
+/// Prerequisites make can name, and a comment naming those it cannot (the rule then always
+/// runs).
+fn make_paths(paths: &[String]) -> (String, String) {
+    let mut s = String::new();
+    let mut unnamed = Vec::new();
+    for p in paths {
+        match escape::make_path(p) {
+            Some(named) => {
+                s.push_str(" \\\n    ");
+                s.push_str(&named);
+            }
+            None => unnamed.push(escape::shell_word(p)),
+        }
+    }
+    if unnamed.is_empty() {
+        return (s, String::new());
+    }
+    s.push_str(" \\\n    dtlto-bridge-force");
+    let note = format!(
+        "# Always runs: make cannot name these inputs: {}\n",
+        escape::comment(&unnamed.join(" "))
+    );
+    (s, note)
+}
+
+fn make(out: &mut String, s: &Steps<'_>) -> Result<(), String> {
+    let recipe =
+        |rsp: &str| escape::make_recipe(&escape::shell_line_for_recipe([s.ld, &format!("@{rsp}")]));
+    let thin = recipe(s.thin_rsp)?;
+    let last = recipe(s.final_rsp)?;
+    let stamp =
+        escape::make_path(s.stamp).ok_or_else(|| format!("{}: make cannot name it", s.stamp))?;
+    let touch = escape::make_recipe(&escape::shell_line_for_recipe(["touch", s.stamp]))?;
+    let this = escape::make_recipe(&escape::shell_word(s.build_file))?;
+    let (thin_inputs, thin_note) = make_paths(s.thin_inputs);
+    let (final_inputs, final_note) = make_paths(s.final_inputs);
+    let _ = write!(
+        out,
+        "\n# The whole link in three steps, one after the other: the thin link, the backend jobs,\n\
+         # the final link.\n\
+         .PHONY: dtlto-bridge-link dtlto-bridge-thin dtlto-bridge-final dtlto-bridge-force\n\
+         .DEFAULT_GOAL := dtlto-bridge-link\n\
+         dtlto-bridge-link:\n\
+         \t+$(MAKE) -f {this} dtlto-bridge-thin\n\
+         \t+$(MAKE) -f {this} dtlto-bridge-all\n\
+         \t+$(MAKE) -f {this} dtlto-bridge-final\n\
+         dtlto-bridge-force:\n\
+         \n# The thin link (lld --thinlto-index-only): each module's index shard and imports list.\n\
+         {thin_note}dtlto-bridge-thin: {stamp}\n\
+         {stamp}:{thin_inputs}\n\
+         \t{thin}\n\
+         \t{touch}\n\
+         \n# The final link: the native objects in place of the bitcode.\n{final_note}",
+    );
+    match escape::make_path(s.output) {
+        Some(output) => {
+            let _ = write!(
+                out,
+                "dtlto-bridge-final: {output}\n{output}:{final_inputs}\n\t{last}\n"
+            );
+        }
+        None => {
+            let _ = write!(out, "dtlto-bridge-final:{final_inputs}\n\t{last}\n");
+        }
+    }
+    Ok(())
+}
