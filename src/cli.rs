@@ -555,7 +555,7 @@ pub struct LinkArgs {
 
     /// Compiler of the backend jobs [default: the link command's program; required when that
     /// is lld itself].
-    #[arg(long, value_name = "CLANG", env = "DTLTO_BRIDGE_COMPILER")]
+    #[arg(long, value_name = "CLANG", env = "DTLTO_BRIDGE_LINK_COMPILER")]
     pub compiler: Option<String>,
 
     /// An option added to every backend job (after the ones derived from the link), e.g.

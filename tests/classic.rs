@@ -511,3 +511,41 @@ fn an_emitted_link_is_done_by_ninja_or_make_alone() {
     let out = space.ok(&mut space.command("ninja", &["-f", "l.ninja"]));
     assert!(String::from_utf8_lossy(&out.stdout).contains("no work to do"));
 }
+
+#[test]
+fn an_interrupt_stops_the_jobs_and_leaves_nothing() {
+    let space = Space::new();
+    let inputs = hello(&space, 22);
+    let pids = space.path("pids");
+    let wrapper = space.script(
+        "hang.sh",
+        &format!("echo $$ >> '{}'\nexec sleep 60\n", pids.display()),
+    );
+    let mut cmd = space.bridge(&[
+        "link",
+        "--jobs=2",
+        &format!("--wrapper='{}'", wrapper.display()),
+        "--",
+    ]);
+    cmd.args(["clang-22", "-flto=thin", "-fuse-ld=lld-22", "-o", "prog"])
+        .args(&inputs);
+    cmd.stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    let child = cmd.spawn().unwrap();
+    wait_for("two hanging jobs", || {
+        fs::read_to_string(&pids).is_ok_and(|t| t.lines().count() == 2)
+    });
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("interrupted by signal 2"),
+        "{}",
+        stderr(&out)
+    );
+    for p in fs::read_to_string(&pids).unwrap().lines() {
+        assert!(!alive(p.parse().unwrap()), "job {p} still runs");
+    }
+    assert!(!space.exists("prog"));
+    assert!(space.leftovers().is_empty(), "{:?}", space.leftovers());
+}
