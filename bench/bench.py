@@ -47,7 +47,7 @@ def clean_env(jobs):
     return env
 
 
-def compile_lua(lua, out):
+def compile_lua(lua, out, clang="clang-22"):
     os.makedirs(out, exist_ok=True)
     sources = sorted(f for f in os.listdir(lua) if f.endswith(".c"))
     objects = []
@@ -55,7 +55,7 @@ def compile_lua(lua, out):
         path = os.path.join(lua, src) if src != "lua_selftest.c" else os.path.join(ROOT, "bench", src)
         obj = os.path.join(out, src[:-2] + ".o")
         if not os.path.exists(obj) or os.path.getmtime(obj) < os.path.getmtime(path):
-            run(["clang-22", "-O2", "-flto=thin", "-DLUA_USE_LINUX", "-I", lua, "-c", path, "-o", obj])
+            run([clang, "-O2", "-flto=thin", "-DLUA_USE_LINUX", "-I", lua, "-c", path, "-o", obj])
         objects.append(os.path.basename(obj))
     return objects
 
