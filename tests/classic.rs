@@ -379,6 +379,22 @@ fn each_failing_step_is_named_and_its_status_returned() {
         err.contains("nowhere") && err.contains("final link: "),
         "{err}"
     );
+    // A full-LTO module: lld does not list it among the ThinLTO modules.
+    let src = examples().join("hello/add.c");
+    space.ok(&mut space.command(
+        "clang-22",
+        &["-O2", "-flto", "-c", src.to_str().unwrap(), "-o", "full.o"],
+    ));
+    let mut full = inputs.clone();
+    full[1] = "full.o".into();
+    let (out, _) = link(&space, 22, &[], &full, &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("did not list full.o") && stderr(&out).contains("full-LTO"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!space.exists("prog"));
     // Not lld: said before anything runs.
     let mut cmd = space.bridge(&[
         "link",
