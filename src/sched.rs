@@ -22,9 +22,11 @@ use std::sync::{mpsc, Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-/// How long the first grant waits for the launchers the build tool starts at once, so that the
-/// costliest of them goes first even when they connect out of order.
-const GATHER: Duration = Duration::from_millis(20);
+/// The first grant waits for the launchers the build tool starts at once, so that the costliest
+/// of them goes first even when they connect out of order: until all have connected, or none
+/// has for `GATHER_QUIET` (a loaded host starts them slowly), and never longer than `GATHER_MAX`.
+const GATHER_QUIET: Duration = Duration::from_millis(60);
+const GATHER_MAX: Duration = Duration::from_millis(600);
 
 /// What the core decides.
 #[derive(Debug, Clone, PartialEq)]
@@ -521,6 +523,7 @@ struct Inner {
     /// Connections still open.
     open: usize,
     first_hello: Option<Instant>,
+    last_hello: Option<Instant>,
     warnings: Vec<String>,
 }
 
@@ -656,6 +659,7 @@ impl Server {
                 conns: vec![None; n],
                 open: 0,
                 first_hello: None,
+                last_hello: None,
                 warnings: Vec::new(),
             }),
             closed: Condvar::new(),
@@ -820,6 +824,23 @@ fn accept_loop(shared: &Arc<Shared>, listener: &UnixListener) {
     }
 }
 
+/// Ends the first grant's wait (see `GATHER_QUIET`) unless every launcher connected before.
+fn gather(shared: &Arc<Shared>, first: Instant) {
+    let mut wake = first + GATHER_QUIET;
+    loop {
+        std::thread::sleep(wake.saturating_duration_since(Instant::now()));
+        let mut inner = shared.lock();
+        let last = inner.last_hello.unwrap_or(first);
+        let until = (last + GATHER_QUIET).min(first + GATHER_MAX);
+        if Instant::now() >= until {
+            let actions = inner.core.gathered();
+            shared.apply(&mut inner, actions);
+            return;
+        }
+        wake = until;
+    }
+}
+
 /// Serves one launcher until it goes away.
 fn serve(shared: &Arc<Shared>, stream: UnixStream) {
     let Ok(writer) = stream.try_clone() else {
@@ -840,17 +861,14 @@ fn serve(shared: &Arc<Shared>, stream: UnixStream) {
             return;
         }
         inner.conns[index] = Some(writer.clone());
+        let now = Instant::now();
+        inner.last_hello = Some(now);
         if inner.first_hello.is_none() {
-            inner.first_hello = Some(Instant::now());
+            inner.first_hello = Some(now);
             let s = shared.clone();
             let _ = std::thread::Builder::new()
                 .name("gather".into())
-                .spawn(move || {
-                    std::thread::sleep(GATHER);
-                    let mut inner = s.lock();
-                    let actions = inner.core.gathered();
-                    s.apply(&mut inner, actions);
-                });
+                .spawn(move || gather(&s, now));
         }
         let actions = inner.core.hello(index).unwrap_or_default();
         shared.apply(&mut inner, actions);
