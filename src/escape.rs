@@ -392,7 +392,9 @@ pub fn response_split(text: &str) -> Vec<String> {
                     if q == c {
                         break;
                     }
-                    if q == '\\' && c == '"' {
+                    // Inside either quote a backslash escapes the next character, as in
+                    // LLVM's GNU tokenizer (measured with ld.lld-22: `'ab\cd.o'` is abcd.o).
+                    if q == '\\' {
                         if let Some(next) = chars.next() {
                             word.push(next);
                         }
@@ -639,7 +641,8 @@ mod tests {
             ("'a b' \"c d\"", &["a b", "c d"]),
             ("a\\ b", &["a b"]),
             ("\"a\\\"b\"", &["a\"b"]),
-            ("'a\\b'", &["a\\b"]),
+            ("'a\\b'", &["ab"]),
+            ("'a\\'b'", &["a'b"]),
             ("x\"y z\"w", &["xy zw"]),
             ("\"\"", &[""]),
             ("lib.a(m.o at 80)", &["lib.a(m.o", "at", "80)"]),

@@ -73,7 +73,9 @@ pub fn expand_response_files(args: &[String], cwd: &Utf8Path) -> Result<Vec<Stri
     Ok(out)
 }
 
-/// lld options (without their dashes) whose value may be the next word.
+/// lld options (without their dashes) whose value may be the next word (checked against
+/// ld.lld 22: each of them alone is "missing argument"; `--build-id`, `--icf=` and the like are
+/// not here, their value is only ever joined).
 const SEPARATE: &[&str] = &[
     "o",
     "L",
@@ -88,11 +90,9 @@ const SEPARATE: &[&str] = &[
     "F",
     "f",
     "h",
-    "I",
     "b",
     "O",
     "G",
-    "Y",
     "auxiliary",
     "call-graph-ordering-file",
     "defsym",
@@ -118,12 +118,8 @@ const SEPARATE: &[&str] = &[
     "oformat",
     "orphan-handling",
     "pack-dyn-relocs",
-    "package-metadata",
     "plugin",
-    "plugin-opt",
-    "print-archive-stats",
     "remap-inputs",
-    "remap-inputs-file",
     "retain-symbols-file",
     "rpath",
     "script",
@@ -141,45 +137,29 @@ const SEPARATE: &[&str] = &[
     "undefined-glob",
     "unresolved-symbols",
     "version-script",
-    "why-extract",
     "wrap",
-    "dynamic-linker",
     "error-handling-script",
     "keep-unique",
-    "mri-script",
     "chroot",
-    "target1-abi",
-    "lto-aa-pipeline",
-    "lto-newpm-passes",
-    "lto-partitions",
-    "lto-obj-path",
-    "lto-sample-profile",
-    "lto-cs-profile-file",
     "opt-remarks-filename",
     "opt-remarks-passes",
     "opt-remarks-format",
     "opt-remarks-hotness-threshold",
-    "thinlto-cache-dir",
     "thinlto-cache-policy",
-    "thinlto-jobs",
-    "thinlto-object-suffix-replace",
-    "thinlto-prefix-replace",
-    "thinlto-distributor",
     "thinlto-distributor-arg",
-    "thinlto-remote-compiler",
     "thinlto-remote-compiler-arg",
     "thinlto-remote-compiler-prepend-arg",
     "compress-debug-sections",
-    "icf",
     "threads",
-    "build-id",
-    "color-diagnostics",
-    "time-trace-file",
     "time-trace-granularity",
     "warn-backrefs-exclude",
-    "randomize-section-padding",
     "shuffle-sections",
 ];
+
+/// Whether the option (without its dashes) may take the next word as its value.
+pub fn takes_value(bare: &str) -> bool {
+    SEPARATE.contains(&bare)
+}
 
 /// What one word of lld's command line is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -283,17 +263,18 @@ impl Backend {
     pub fn from_args(args: &[String]) -> Backend {
         let mut opt_level = "2".to_string();
         let mut sample_profile = None;
-        for (i, arg) in args.iter().enumerate() {
-            let prev_takes = i > 0 && SEPARATE.contains(&args[i - 1].trim_start_matches('-'));
+        let mut i = 0;
+        while i < args.len() {
+            let arg = &args[i];
+            i += 1;
+            if SEPARATE.contains(&arg.trim_start_matches('-')) {
+                // Its value is never an option of its own.
+                i += 1;
+                continue;
+            }
             let plugin = arg
                 .strip_prefix("-plugin-opt=")
-                .or_else(|| arg.strip_prefix("--plugin-opt="))
-                .or_else(|| {
-                    prev_takes
-                        .then(|| args[i - 1].trim_start_matches('-'))
-                        .filter(|p| *p == "plugin-opt")
-                        .map(|_| arg.as_str())
-                });
+                .or_else(|| arg.strip_prefix("--plugin-opt="));
             if let Some(o) = arg
                 .strip_prefix("--lto-O")
                 .or_else(|| arg.strip_prefix("-lto-O"))
@@ -399,6 +380,11 @@ mod tests {
             "--dynamic-linker",
             "/lib/ld.so",
             "lib a.a",
+            "--build-id",
+            "main.o",
+            "--icf=all",
+            "--threads",
+            "2",
         ]);
         let inputs: Vec<_> = classify(&args)
             .into_iter()
@@ -413,6 +399,7 @@ mod tests {
                 Word::Library("c".into()),
                 Word::Input("b.o".into()),
                 Word::Input("lib a.a".into()),
+                Word::Input("main.o".into()),
             ]
         );
     }
@@ -428,7 +415,7 @@ mod tests {
         );
         assert_eq!(opts(&["--lto-O3"]), format!("-O3 {base} {tail}"));
         assert_eq!(
-            opts(&["-pie", "-no-pie", "-plugin-opt", "O1"]),
+            opts(&["-pie", "-no-pie", "--plugin-opt=O1"]),
             format!("-O1 {base} {tail}")
         );
         assert_eq!(opts(&["-shared"]), format!("-O2 {base} -fpic {tail}"));

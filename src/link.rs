@@ -422,10 +422,22 @@ fn identity<'m>(
     modules: &'m BTreeMap<String, bool>,
 ) -> Result<&'m str, Fail> {
     let module = line.strip_prefix(prefix).unwrap_or(line);
-    modules
-        .get_key_value(module)
-        .map(|(k, _)| k.as_str())
-        .ok_or_else(|| mismatch(module, "a module of the thin link"))
+    if let Some((k, _)) = modules.get_key_value(module) {
+        return Ok(k.as_str());
+    }
+    let folded = crate::output::identity(module, "");
+    if modules
+        .keys()
+        .any(|k| crate::output::identity(k, "") == folded)
+    {
+        return Err(mismatch(module, "a module of the thin link"));
+    }
+    Err(Fail::failed(format!(
+        "thin link: lld linked the module {}, which dtlto-bridge did not read as an input of the \
+         link (the word before it may have been read as an option's value); nothing was \
+         compiled: please report the link command",
+        escape::shell_word(module)
+    )))
 }
 
 /// A module path the thin link recorded that this link did not pass (as the kernel's
@@ -520,12 +532,81 @@ fn link_command(args: &LinkArgs, cwd: &Utf8Path) -> Result<LinkCommand, Fail> {
     let args_expanded = ldargs::expand_response_files(&rest, cwd)
         .map_err(|e| Fail::bad_input(format!("link: {e}")))?;
     let triple = target_triple(&compiler, if is_ld { &[] } else { &user[1..] })?;
+    // lld run directly: its -m emulation names the target's architecture.
+    let emulation = ldargs::values(&args_expanded, "m").last().copied();
+    let triple = match emulation.filter(|_| is_ld).map(|m| (m, emulation_arch(m))) {
+        Some((_, Some((arch, env)))) => with_arch(&triple, arch, env),
+        Some((m, None)) => {
+            return Err(Fail::bad_input(format!(
+                "link: lld's emulation -m {m} names no target dtlto-bridge knows; give the \
+                 clang link command, or --compiler with its target (e.g. \
+                 --compiler='clang-19 --target=...')"
+            )))
+        }
+        None => triple,
+    };
     Ok(LinkCommand {
         ld,
         args: args_expanded,
         compiler,
         triple,
     })
+}
+
+/// The architecture (and the environment, where it tells) of an lld emulation.
+fn emulation_arch(m: &str) -> Option<(&'static str, Option<&'static str>)> {
+    let m = m.strip_suffix("_fbsd").unwrap_or(m);
+    Some(match m {
+        "elf_x86_64" | "elf_amd64" => ("x86_64", None),
+        "elf32_x86_64" => ("x86_64", Some("gnux32")),
+        "elf_i386" | "elf_iamcu" => ("i386", None),
+        "aarch64linux" | "aarch64elf" => ("aarch64", None),
+        "aarch64linuxb" | "aarch64elfb" => ("aarch64_be", None),
+        "armelf" | "armelf_linux_eabi" => ("arm", None),
+        "armelfb" | "armelfb_linux_eabi" => ("armeb", None),
+        "elf32lriscv" => ("riscv32", None),
+        "elf64lriscv" => ("riscv64", None),
+        "elf32ppc" | "elf32ppclinux" => ("powerpc", None),
+        "elf32lppc" | "elf32lppclinux" => ("powerpcle", None),
+        "elf64ppc" => ("powerpc64", None),
+        "elf64lppc" => ("powerpc64le", None),
+        "elf64_s390" => ("s390x", None),
+        "elf64loongarch" => ("loongarch64", None),
+        "elf32loongarch" => ("loongarch32", None),
+        "elf32btsmip" => ("mips", None),
+        "elf32ltsmip" => ("mipsel", None),
+        "elf64btsmip" => ("mips64", None),
+        "elf64ltsmip" => ("mips64el", None),
+        "elf32_sparc" => ("sparc", None),
+        "elf64_sparc" => ("sparcv9", None),
+        "msp430elf" => ("msp430", None),
+        "elf32_hexagon" => ("hexagon", None),
+        _ => return None,
+    })
+}
+
+/// `triple` (the compiler's default) for another architecture: its OS and environment kept, its
+/// vendor kept only when the architecture is the same.
+fn with_arch(triple: &str, arch: &str, env: Option<&str>) -> String {
+    let mut parts: Vec<&str> = triple.split('-').collect();
+    // arch-os-env, without a vendor.
+    if parts.len() == 3 && ["linux", "freebsd", "netbsd", "openbsd", "none"].contains(&parts[1]) {
+        parts.insert(1, "unknown");
+    }
+    if parts.first() == Some(&arch) && env.is_none() {
+        return triple.to_string();
+    }
+    let os = parts.get(2).copied().unwrap_or("linux");
+    let default_env = parts.get(3).copied();
+    let vendor = if parts.first() == Some(&arch) {
+        parts.get(1).copied().unwrap_or("unknown")
+    } else {
+        "unknown"
+    };
+    match env.or(default_env) {
+        Some(e) => format!("{arch}-{vendor}-{os}-{e}"),
+        None => format!("{arch}-{vendor}-{os}"),
+    }
 }
 
 /// The target of the jobs, as the compiler sees it for the user's target options.
@@ -585,29 +666,26 @@ fn read_inputs(
     private: &Utf8Path,
     rel: &str,
 ) -> Result<Vec<Item>, Fail> {
-    let search: Vec<&str> = ldargs::values(args, "L")
-        .into_iter()
-        .chain(ldargs::values(args, "library-path"))
-        .chain(args.iter().filter_map(|a| {
-            a.strip_prefix("-L")
-                .filter(|d| !d.is_empty() && !a.starts_with("--"))
-        }))
-        .collect();
+    let search = search_paths(args);
     let mut items = Vec::new();
-    let mut whole = false;
     let mut in_lib = false;
-    let mut statik = false;
+    // What --push-state saves and --pop-state restores, as lld does: --whole-archive and
+    // -static (and --as-needed, which does not change what is read here).
+    let mut state = State::default();
+    let mut saved = Vec::new();
     let mut archives = 0;
     for word in ldargs::classify(args) {
         let (named, path) = match &word {
             Word::Option(o) => {
                 match o.trim_start_matches('-') {
-                    "whole-archive" => whole = true,
-                    "no-whole-archive" => whole = false,
+                    "whole-archive" => state.whole = true,
+                    "no-whole-archive" => state.whole = false,
                     "start-lib" => in_lib = true,
                     "end-lib" => in_lib = false,
-                    "Bstatic" | "static" | "dn" | "non_shared" => statik = true,
-                    "Bdynamic" | "dy" | "call_shared" => statik = false,
+                    "Bstatic" | "static" | "dn" | "non_shared" => state.statik = true,
+                    "Bdynamic" | "dy" | "call_shared" => state.statik = false,
+                    "push-state" => saved.push(state),
+                    "pop-state" => state = saved.pop().unwrap_or_default(),
                     _ => {}
                 }
                 items.push(Item::Word(o.clone()));
@@ -616,7 +694,7 @@ fn read_inputs(
             Word::Input(p) => (p.clone(), Some(Utf8PathBuf::from(p))),
             Word::Library(name) => (
                 format!("-l{name}"),
-                find_library(name, &search, statik, cwd),
+                find_library(name, &search, state.statik, cwd),
             ),
         };
         let as_given = || match &word {
@@ -644,6 +722,14 @@ fn read_inputs(
                 let dir = private.join("x").join(archives.to_string());
                 let mut members = Vec::new();
                 for (i, m) in read.members.iter().enumerate() {
+                    if !m.linkable {
+                        crate::report::warning(&format!(
+                            "{named}: member {} is neither a relocatable object nor bitcode; \
+                             left out, as lld leaves it",
+                            m.name
+                        ));
+                        continue;
+                    }
                     let at = match &m.path {
                         Some(thin) => thin.to_string(),
                         None => {
@@ -661,7 +747,7 @@ fn read_inputs(
                 items.push(Item::Members(Members {
                     named,
                     members,
-                    whole,
+                    whole: state.whole,
                     in_lib,
                 }));
             }
@@ -669,6 +755,48 @@ fn read_inputs(
         }
     }
     Ok(items)
+}
+
+/// The state `--push-state` saves.
+#[derive(Debug, Clone, Copy, Default)]
+struct State {
+    whole: bool,
+    statik: bool,
+}
+
+/// The `-L` directories in command-line order, however each is spelled (`-LDIR`, `-L DIR`,
+/// `--library-path DIR`, `--library-path=DIR`): lld searches them in that order, wherever they
+/// stand relative to the `-l` options. A directory starting with `=` is under `--sysroot`.
+fn search_paths(args: &[String]) -> Vec<String> {
+    let sysroot = ldargs::values(args, "sysroot")
+        .last()
+        .copied()
+        .unwrap_or("");
+    let mut out: Vec<&str> = Vec::new();
+    let mut i = 0;
+    while i < args.len() {
+        let arg = args[i].as_str();
+        i += 1;
+        let bare = arg.trim_start_matches('-');
+        if bare == "L" || bare == "library-path" {
+            if let Some(dir) = args.get(i) {
+                out.push(dir.as_str());
+            }
+            i += 1;
+        } else if let Some(dir) = bare.strip_prefix("library-path=") {
+            out.push(dir);
+        } else if let Some(dir) = arg.strip_prefix("-L").filter(|d| !d.is_empty()) {
+            out.push(dir);
+        } else if ldargs::takes_value(bare) {
+            i += 1;
+        }
+    }
+    out.into_iter()
+        .map(|d| match d.strip_prefix('=') {
+            Some(under) => format!("{sysroot}{under}"),
+            None => d.to_string(),
+        })
+        .collect()
 }
 
 /// A member's name as a file name: its last component, `/` and NUL never in it.
@@ -683,7 +811,12 @@ fn safe_name(name: &str) -> String {
 
 /// Where lld finds `-lNAME`: `lib NAME .so` then `.a` in each directory (`.a` only when linking
 /// statically); `-l:FILE` names the file.
-fn find_library(name: &str, search: &[&str], statik: bool, cwd: &Utf8Path) -> Option<Utf8PathBuf> {
+fn find_library(
+    name: &str,
+    search: &[String],
+    statik: bool,
+    cwd: &Utf8Path,
+) -> Option<Utf8PathBuf> {
     let names: Vec<String> = match name.strip_prefix(':') {
         Some(file) => vec![file.to_string()],
         None if statik => vec![format!("lib{name}.a")],
@@ -879,6 +1012,30 @@ mod tests {
             "{}",
             e.message
         );
+        let e = identity("P/m/other.o", "P/m/", &modules).unwrap_err();
+        assert!(
+            e.message.contains("did not read as an input"),
+            "{}",
+            e.message
+        );
+    }
+
+    #[test]
+    fn lld_emulations_name_the_target() {
+        let t = |m: &str| {
+            let (arch, env) = emulation_arch(m).unwrap();
+            with_arch("x86_64-pc-linux-gnu", arch, env)
+        };
+        assert_eq!(t("elf_x86_64"), "x86_64-pc-linux-gnu");
+        assert_eq!(t("elf_i386"), "i386-unknown-linux-gnu");
+        assert_eq!(t("elf32_x86_64"), "x86_64-pc-linux-gnux32");
+        assert_eq!(t("aarch64linux"), "aarch64-unknown-linux-gnu");
+        assert_eq!(t("elf_x86_64_fbsd"), "x86_64-pc-linux-gnu");
+        assert_eq!(
+            with_arch("x86_64-linux-gnu", "riscv64", None),
+            "riscv64-unknown-linux-gnu"
+        );
+        assert!(emulation_arch("elf_unknown").is_none());
     }
 
     #[test]
@@ -888,6 +1045,79 @@ mod tests {
         assert_eq!(safe_name("sub/m.o/"), "m.o");
         assert_eq!(safe_name(".."), "member");
         assert_eq!(parents("a/../../b.o"), 2);
+    }
+
+    /// A regular archive of (name, contents) members.
+    fn ar(members: &[(&str, &[u8])]) -> Vec<u8> {
+        let mut out = b"!<arch>\n".to_vec();
+        for (name, data) in members {
+            let header = format!(
+                "{:<16}{:<12}{:<6}{:<6}{:<8}{:<10}`\n",
+                format!("{name}/"),
+                0,
+                0,
+                0,
+                644,
+                data.len()
+            );
+            out.extend(header.as_bytes());
+            out.extend(*data);
+            if data.len() % 2 == 1 {
+                out.push(b'\n');
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn state_search_order_and_unlinkable_members_as_lld_reads_them() {
+        let dir =
+            std::env::temp_dir().join(format!("dtlto-bridge-link-test-{}", std::process::id()));
+        let cwd = Utf8PathBuf::from_path_buf(dir).unwrap();
+        let _ = fs::remove_dir_all(&cwd);
+        for d in ["d1", "d2", "p"] {
+            fs::create_dir_all(cwd.join(d)).unwrap();
+        }
+        let lib = ar(&[("a.o", b"BC\xC0\xDE...."), ("README", b"text")]);
+        fs::write(cwd.join("libx.a"), &lib).unwrap();
+        fs::write(cwd.join("d1/libq.a"), &lib).unwrap();
+        fs::write(cwd.join("d2/libq.a"), &lib).unwrap();
+        let args: Vec<String> = [
+            "--whole-archive",
+            "--push-state",
+            "--no-whole-archive",
+            "libx.a",
+            "--pop-state",
+            "libx.a",
+            "--build-id",
+            "-L",
+            "d2",
+            "-Ld1",
+            "--library-path=d3",
+            "-Bstatic",
+            "-lq",
+        ]
+        .iter()
+        .map(|a| a.to_string())
+        .collect();
+        let items = read_inputs(&args, &cwd, &cwd.join("p"), "p").unwrap();
+        let groups: Vec<(&str, bool, usize)> = items
+            .iter()
+            .filter_map(|i| match i {
+                Item::Members(m) => Some((m.named.as_str(), m.whole, m.members.len())),
+                _ => None,
+            })
+            .collect();
+        // --pop-state brings --whole-archive back; -lq is found in d2, the first -L given; the
+        // README member is left out.
+        assert_eq!(
+            groups,
+            [("libx.a", false, 1), ("libx.a", true, 1), ("-lq", true, 1)]
+        );
+        assert_eq!(search_paths(&args), ["d2", "d1", "d3"]);
+        let rooted: Vec<String> = ["--sysroot=/s", "-L=/usr/lib"].map(String::from).to_vec();
+        assert_eq!(search_paths(&rooted), ["/s/usr/lib"]);
+        fs::remove_dir_all(&cwd).unwrap();
     }
 
     #[test]

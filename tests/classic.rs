@@ -247,7 +247,12 @@ fn archives_whole_archive_response_files_native_and_dropped_modules() {
         "int native_fn(void) { return 9; }\n",
         &[],
     );
-    space.ok(&mut space.command("llvm-ar-22", &["rc", "libextra.a", "unused.o", "native.o"]));
+    // And a member lld leaves out with a warning (neither an object nor bitcode).
+    space.write("README", "not an object\n");
+    space.ok(&mut space.command(
+        "llvm-ar-22",
+        &["rc", "libextra.a", "unused.o", "native.o", "README"],
+    ));
     // Linked whole: its constructor runs although nothing refers to it.
     compile(
         &space,
@@ -271,7 +276,12 @@ fn archives_whole_archive_response_files_native_and_dropped_modules() {
         "inputs.rsp",
         &format!("{}\nlibextra.a plain.o\n", words.join(" ")),
     );
-    space.write("ld.rsp", "--whole-archive libwhole.a --no-whole-archive\n");
+    // --pop-state brings back the --whole-archive that --push-state saved.
+    space.write(
+        "ld.rsp",
+        "--whole-archive --push-state --no-whole-archive --pop-state libwhole.a \
+         --no-whole-archive\n",
+    );
     let (out, report) = link(
         &space,
         19,
@@ -290,6 +300,63 @@ fn archives_whole_archive_response_files_native_and_dropped_modules() {
         "{m:?}"
     );
     assert!(space.leftovers().is_empty(), "{:?}", space.leftovers());
+    assert!(
+        stderr(&out).contains("libextra.a: member README is neither"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// lld run directly for another architecture: its -m emulation gives the jobs' target, and a
+/// word after an option that takes no separate value (--build-id) is an input.
+#[test]
+fn lld_run_directly_compiles_for_its_emulation() {
+    let space = Space::new();
+    let flags = ["--target=i386-linux-gnu", "-flto=thin"];
+    compile(
+        &space,
+        22,
+        "start",
+        "int helper(int);\nint start(void) { return helper(3); }\n",
+        &flags,
+    );
+    compile(
+        &space,
+        22,
+        "helper",
+        "int helper(int x) { return x + 1; }\n",
+        &flags,
+    );
+    let report = space.tmp.with_file_name("report.json");
+    let out = space.ok(&mut space.bridge(&[
+        "link",
+        &format!("--report={}", report.display()),
+        "--compiler=clang-22",
+        "--",
+        "ld.lld-22",
+        "-m",
+        "elf_i386",
+        "-e",
+        "start",
+        "--build-id",
+        "start.o",
+        "helper.o",
+        "-o",
+        "prog",
+    ]));
+    assert_linked(&out);
+    let report: Value = serde_json::from_str(&fs::read_to_string(&report).unwrap()).unwrap();
+    for job in jobs(&report) {
+        let words = job["command"].to_string();
+        assert!(words.contains("--target=i386-unknown-linux-gnu"), "{words}");
+    }
+    assert_eq!(jobs(&report).len(), 2);
+    let elf = fs::read(space.path("prog")).unwrap();
+    assert_eq!(
+        (&elf[..4], elf[4]),
+        (&b"\x7fELF"[..], 1),
+        "a 32-bit ELF file"
+    );
 }
 
 #[test]
