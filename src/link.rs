@@ -35,6 +35,8 @@ enum Item {
 struct Members {
     /// The archive as the link named it (`libx.a`, `-lx`).
     named: String,
+    /// Where the archive is.
+    archive: String,
     /// Each member's path (extracted, or where a thin archive keeps it), and whether bitcode.
     members: Vec<(String, bool, String)>,
     /// In a `--whole-archive` region: every member is linked, so no `--start-lib`.
@@ -61,7 +63,28 @@ pub fn link(args: &LinkArgs, jobserver: jobserver::FromEnv, watch: &Watch) -> Re
         .map_err(|e| Fail::environment(format!("find the current directory: {e}")))?;
     let cwd = Utf8PathBuf::from_path_buf(cwd)
         .map_err(|p| Fail::environment(format!("use {}: not UTF-8", p.display())))?;
-    let command = link_command(args, &cwd)?;
+    if let Some(file) = &args.emit {
+        let result =
+            checked(args, &cwd).and_then(|command| emit(args, &command, &cwd, file, watch));
+        if result.is_err() {
+            discard_emitted(&cwd, file);
+        }
+        return result;
+    }
+    let command = checked(args, &cwd)?;
+    crate::state::remove_dead(&std::env::temp_dir());
+    let state = StateDir::create().map_err(Fail::environment)?;
+    let result = flow(args, &command, &cwd, state.path(), jobserver, watch);
+    if args.run.keep {
+        let kept = state.keep();
+        report::note(&format!("link: kept {kept}"));
+    }
+    result
+}
+
+/// The link command, checked to be lld's and to leave the thin link to `link`.
+fn checked(args: &LinkArgs, cwd: &Utf8Path) -> Result<LinkCommand, Fail> {
+    let command = link_command(args, cwd)?;
     check_lld(&command.ld)?;
     for bad in ["thinlto-distributor", "thinlto-index-only"] {
         if command
@@ -75,17 +98,17 @@ pub fn link(args: &LinkArgs, jobserver: jobserver::FromEnv, watch: &Watch) -> Re
             )));
         }
     }
-    if let Some(file) = &args.emit {
-        return emit(args, &command, &cwd, file, watch);
+    Ok(command)
+}
+
+/// After a failed `--emit`, the file and directory an earlier emit wrote (never anyone else's):
+/// left there, they would build the old link.
+fn discard_emitted(cwd: &Utf8Path, file: &Utf8Path) {
+    let dir = cwd.join(format!("{file}.dtlto"));
+    if dir.join(EMITTED).is_file() {
+        let _ = fs::remove_file(cwd.join(file));
+        let _ = fs::remove_dir_all(&dir);
     }
-    crate::state::remove_dead(&std::env::temp_dir());
-    let state = StateDir::create().map_err(Fail::environment)?;
-    let result = flow(args, &command, &cwd, state.path(), jobserver, watch);
-    if args.run.keep {
-        let kept = state.keep();
-        report::note(&format!("link: kept {kept}"));
-    }
-    result
 }
 
 /// The link's inputs read, and where the thin link writes.
@@ -297,6 +320,13 @@ fn emit(
                 "link --emit: {dir} exists and was not written by dtlto-bridge; move it away"
             )));
         }
+        // The file written with that directory goes too: without it, it would build nothing
+        // right, should this emit fail.
+        match fs::remove_file(cwd.join(file)) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(Fail::environment(format!("remove {file}: {e}"))),
+        }
         fs::remove_dir_all(&at).map_err(|e| Fail::environment(format!("remove {dir}: {e}")))?;
     }
     let fail = |e: std::io::Error| Fail::environment(format!("create {dir}: {e}"));
@@ -306,11 +336,7 @@ fn emit(
         "files of a link emitted by dtlto-bridge link --emit\n",
     )
     .map_err(fail)?;
-    let result = emit_in(args, command, cwd, file, &at, watch);
-    if result.is_err() {
-        let _ = fs::remove_dir_all(&at);
-    }
-    result
+    emit_in(args, command, cwd, file, &at, watch)
 }
 
 fn emit_in(
@@ -348,6 +374,7 @@ fn emit_in(
         .map_err(|e| Fail::environment(format!("write {rsp}: {e}")))?;
 
     let mut thin_inputs = BTreeSet::new();
+    let mut archives = BTreeSet::new();
     let mut final_inputs: Vec<String> = outputs.values().cloned().collect();
     for item in &plan.items {
         match item {
@@ -359,6 +386,7 @@ fn emit_in(
                 final_inputs.push(path.clone());
             }
             Item::Members(m) => {
+                archives.insert(m.archive.clone());
                 for (path, bitcode, _) in &m.members {
                     thin_inputs.insert(path.clone());
                     if !bitcode {
@@ -394,6 +422,10 @@ fn emit_in(
             final_rsp: &format!("{rel}/final.rsp"),
             final_inputs: &final_inputs,
             output: &output,
+            regenerate: &std::env::args_os()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect::<Vec<_>>(),
+            archives: &archives.into_iter().collect::<Vec<_>>(),
         },
     )
     .map_err(|e| Fail::bad_input(format!("link --emit: render {file}: {e}")))?;
@@ -495,13 +527,21 @@ fn link_command(args: &LinkArgs, cwd: &Utf8Path) -> Result<LinkCommand, Fail> {
             .output()
             .map_err(|e| Fail::environment(format!("link: run {}: {e}", user[0])))?;
         let text = String::from_utf8_lossy(&out.stderr);
-        if !out.status.success() {
+        // clang 14 reports a missing input and exits 0 under -###, leaving the input out.
+        let complained = text
+            .lines()
+            .any(|l| l.split_once(": error: ").is_some_and(|(p, _)| !p.contains(' ')));
+        if !out.status.success() || complained {
             // The driver's own complaints, without the commands it would have run.
             let errors: Vec<&str> = text.lines().filter(|l| l.contains("error")).collect();
             return Err(Fail::failed(format!(
                 "link: ask {} for its linker command (-###): {}\n{}",
                 user[0],
-                process::describe(&out.status),
+                if out.status.success() {
+                    "it reported an error".to_string()
+                } else {
+                    process::describe(&out.status)
+                },
                 if errors.is_empty() {
                     text.trim_end().to_string()
                 } else {
@@ -746,6 +786,7 @@ fn read_inputs(
                 }
                 items.push(Item::Members(Members {
                     named,
+                    archive: path.to_string(),
                     members,
                     whole: state.whole,
                     in_lib,
@@ -1131,6 +1172,7 @@ mod tests {
             },
             Item::Members(Members {
                 named: "libx.a".into(),
+                archive: "libx.a".into(),
                 members: vec![
                     ("x/1/0-a.o".into(), true, "a.o".into()),
                     ("x/1/1-n.o".into(), false, "n.o".into()),

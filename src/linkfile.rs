@@ -27,6 +27,10 @@ pub struct Steps<'a> {
     /// The native objects and the other files of the final link.
     pub final_inputs: &'a [String],
     pub output: &'a str,
+    /// The `dtlto-bridge link --emit` command that wrote this file, run again when one of
+    /// `archives` changes (their members were extracted, and may be others now).
+    pub regenerate: &'a [String],
+    pub archives: &'a [String],
 }
 
 /// The build file: the jobs as `emit` writes them, then the links around them.
@@ -66,18 +70,36 @@ fn ninja(out: &mut String, s: &Steps<'_>) -> Result<(), String> {
     let output = escape::ninja_path(s.output)?;
     let _ = write!(
         out,
-        "\n# The thin link (lld --thinlto-index-only): each module's index shard and imports list.\n\
+        "{}\n# The thin link (lld --thinlto-index-only): each module's index shard and imports list.\n\
          rule dtlto_bridge_thin_link\n  command = {thin}\n  description = ThinLTO thin link\n\
          build{}: dtlto_bridge_thin_link{}\n\
          \n# The final link: the native objects in place of the bitcode.\n\
          rule dtlto_bridge_final_link\n  command = {last}\n  description = link $out\n\
          build {output}: dtlto_bridge_final_link{}\n\
          default {output}\n",
+        ninja_regenerate(s)?,
         ninja_paths(s.thin_outputs)?,
         ninja_paths(s.thin_inputs)?,
         ninja_paths(s.final_inputs)?,
     );
     Ok(())
+}
+
+/// ninja writes the file again, and reloads it, when an archive changed.
+fn ninja_regenerate(s: &Steps<'_>) -> Result<String, String> {
+    if s.archives.is_empty() {
+        return Ok(String::new());
+    }
+    Ok(format!(
+        "\n# This file, written again (and reloaded by ninja) when an archive changes: its \
+         members\n# are extracted in its directory, and may be others now.\n\
+         rule dtlto_bridge_regenerate\n  command = {}\n  description = dtlto-bridge link --emit \
+         (an archive changed)\n  generator = 1\n\
+         build {}: dtlto_bridge_regenerate{}\n",
+        escape::ninja_value(&escape::shell_line(s.regenerate.iter().map(String::as_str)))?,
+        escape::ninja_path(s.build_file)?,
+        ninja_paths(s.archives)?,
+    ))
 }
 
 /// Prerequisites make can name, and a comment naming those it cannot (the rule then always
@@ -116,6 +138,38 @@ fn make(out: &mut String, s: &Steps<'_>) -> Result<(), String> {
     let this = escape::make_recipe(&escape::shell_word(s.build_file))?;
     let (thin_inputs, thin_note) = make_paths(s.thin_inputs);
     let (final_inputs, final_note) = make_paths(s.final_inputs);
+    let regenerate = if s.archives.is_empty() {
+        String::new()
+    } else {
+        let this = escape::make_path(s.build_file)
+            .ok_or_else(|| format!("{}: make cannot name it", s.build_file))?;
+        // Never through dtlto-bridge-force: a makefile remade on every run restarts make forever.
+        let (named, unnamed): (Vec<&String>, Vec<&String>) = s
+            .archives
+            .iter()
+            .partition(|a| escape::make_path(a).is_some());
+        let archives: String = named
+            .iter()
+            .map(|a| format!(" \\\n    {}", escape::make_path(a).unwrap_or_default()))
+            .collect();
+        let note = if unnamed.is_empty() {
+            String::new()
+        } else {
+            let words: Vec<String> = unnamed.iter().map(|a| escape::shell_word(a)).collect();
+            format!(
+                "# Not watched: make cannot name these archives: {}\n",
+                escape::comment(&words.join(" "))
+            )
+        };
+        let command = escape::make_recipe(&escape::shell_line_for_recipe(
+            s.regenerate.iter().map(String::as_str),
+        ))?;
+        format!(
+            "\n# This file, written again (make then starts over) when an archive changes: its \
+             members\n# are extracted in its directory, and may be others now.\n\
+             {note}{this}:{archives}\n\t{command}\n"
+        )
+    };
     let _ = write!(
         out,
         "\n# The whole link in three steps, one after the other: the thin link, the backend jobs,\n\
@@ -127,6 +181,7 @@ fn make(out: &mut String, s: &Steps<'_>) -> Result<(), String> {
          \t+$(MAKE) -f {this} dtlto-bridge-all\n\
          \t+$(MAKE) -f {this} dtlto-bridge-final\n\
          dtlto-bridge-force:\n\
+         {regenerate}\
          \n# The thin link (lld --thinlto-index-only): each module's index shard and imports list.\n\
          {thin_note}dtlto-bridge-thin: {stamp}\n\
          {stamp}:{thin_inputs}\n\

@@ -546,6 +546,30 @@ fn an_emitted_link_is_done_by_ninja_or_make_alone() {
         assert!(!space.exists("prog"), "emit links nothing");
         space.ok(&mut space.command(tool, &["-f", &file, "-j2"]));
         assert_eq!(space.run_program("prog"), HELLO, "{tool}");
+        // A rebuilt archive: the file is written again (its member extracted again) and the
+        // link redone.
+        compile(
+            &space,
+            version,
+            "mul",
+            "int mul(int a, int b) { return a * b + 1; }\n",
+            &["-flto=thin"],
+        );
+        space.ok(&mut space.command("llvm-ar-22", &["rc", "libmul.a", "mul.o"]));
+        space.ok(&mut space.command(tool, &["-f", &file, "-j2"]));
+        // The program now says its sums are wrong, and exits 1.
+        let run = std::process::Command::new(space.path("prog"))
+            .output()
+            .unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&run.stdout),
+            HELLO.replace("mul=20 square=36", "mul=21 square=37"),
+            "{tool} after libmul.a changed"
+        );
+        let out = space.ok(&mut space.command(tool, &["-f", &file]));
+        if tool == "ninja" {
+            assert!(String::from_utf8_lossy(&out.stdout).contains("no work to do"));
+        }
         // Emitting again replaces its own files; a directory of someone else's is refused.
         space.ok(space
             .bridge(&["link", "--backend", format, "--emit", &file, "--"])
@@ -557,6 +581,22 @@ fn an_emitted_link_is_done_by_ninja_or_make_alone() {
                 "prog",
             ])
             .args(&inputs));
+        // An emit that fails leaves no file behind that would build the old link.
+        let out = space
+            .bridge(&["link", "--backend", format, "--emit", &file, "--"])
+            .args([
+                &format!("clang-{version}"),
+                "-flto=thin",
+                &format!("-fuse-ld=lld-{version}"),
+                "-o",
+                "prog",
+                "missing.o",
+            ])
+            .args(&inputs)
+            .output()
+            .unwrap();
+        assert_ne!(out.status.code(), Some(0), "{}", stderr(&out));
+        assert!(!space.exists(&file) && !space.exists(&format!("{file}.dtlto")));
         fs::create_dir(space.path("mine.ninja.dtlto")).unwrap();
         let out = space
             .bridge(&[

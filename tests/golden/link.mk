@@ -66,6 +66,13 @@ dtlto-bridge-link:
 	+$(MAKE) -f link.mk dtlto-bridge-final
 dtlto-bridge-force:
 
+# This file, written again (make then starts over) when an archive changes: its members
+# are extracted in its directory, and may be others now.
+link.mk: \
+    libmul.a \
+    libsq.a
+	dtlto-bridge link --backend make --emit link.mk --compiler=clang-22 -- ld.lld-22 -o prog -e main main.o add.o 'greet #1 (v2).o' libmul.a libsq.a
+
 # The thin link (lld --thinlto-index-only): each module's index shard and imports list.
 # Always runs: make cannot name these inputs: 'greet #1 (v2).o'
 dtlto-bridge-thin: link.mk.dtlto/thin.stamp
