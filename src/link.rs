@@ -73,7 +73,14 @@ pub fn link(args: &LinkArgs, jobserver: jobserver::FromEnv, watch: &Watch) -> Re
     }
     let command = checked(args, &cwd)?;
     crate::state::remove_dead(&std::env::temp_dir());
-    let state = StateDir::create().map_err(Fail::environment)?;
+    // Named after the link, so that a relink writes the same paths into the index shards and
+    // a remote action cache knows its jobs.
+    let key = format!("{cwd}\0{}", command.output());
+    // SAFETY: getuid has no preconditions.
+    let uid = unsafe { libc::getuid() };
+    let digest = crate::action::digest_of(key.as_bytes()).hash;
+    let state = StateDir::create_named(&format!("link-{uid}-{}", &digest[..16]))
+        .map_err(Fail::environment)?;
     let result = flow(args, &command, &cwd, state.path(), jobserver, watch);
     if args.run.keep {
         let kept = state.keep();
@@ -528,9 +535,10 @@ fn link_command(args: &LinkArgs, cwd: &Utf8Path) -> Result<LinkCommand, Fail> {
             .map_err(|e| Fail::environment(format!("link: run {}: {e}", user[0])))?;
         let text = String::from_utf8_lossy(&out.stderr);
         // clang 14 reports a missing input and exits 0 under -###, leaving the input out.
-        let complained = text
-            .lines()
-            .any(|l| l.split_once(": error: ").is_some_and(|(p, _)| !p.contains(' ')));
+        let complained = text.lines().any(|l| {
+            l.split_once(": error: ")
+                .is_some_and(|(p, _)| !p.contains(' '))
+        });
         if !out.status.success() || complained {
             // The driver's own complaints, without the commands it would have run.
             let errors: Vec<&str> = text.lines().filter(|l| l.contains("error")).collect();

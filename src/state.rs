@@ -31,6 +31,39 @@ impl StateDir {
             .prefix(PREFIX)
             .tempdir()
             .map_err(|e| format!("create temporary directory: {e}"))?;
+        StateDir::own(temp)
+    }
+
+    /// Creates the private directory named `{PREFIX}{name}` (mode 0700) in TMPDIR, so that the
+    /// paths in it are the same from one run to the next (they are recorded in index shards,
+    /// and so in the actions a remote cache knows); a dead run's directory of that name is
+    /// removed first. When another live run holds it, or it is not this user's own directory,
+    /// a directory of a random name is created instead.
+    pub fn create_named(name: &str) -> Result<StateDir, String> {
+        let tmp = std::env::temp_dir();
+        let path = tmp.join(format!("{PREFIX}{name}"));
+        if let Ok(meta) = fs::symlink_metadata(&path) {
+            // SAFETY: getuid has no preconditions.
+            let uid = unsafe { libc::getuid() };
+            let dead = meta.is_dir()
+                && meta.uid() == uid
+                && File::open(path.join(OWNER)).is_ok_and(|lock| lock.try_lock().is_ok());
+            if !dead || fs::remove_dir_all(&path).is_err() {
+                return StateDir::create();
+            }
+        }
+        match tempfile::Builder::new()
+            .prefix(&format!("{PREFIX}{name}"))
+            .rand_bytes(0)
+            .tempdir_in(&tmp)
+        {
+            Ok(temp) => StateDir::own(temp),
+            Err(_) => StateDir::create(),
+        }
+    }
+
+    /// Takes the owner lock of a new directory.
+    fn own(temp: tempfile::TempDir) -> Result<StateDir, String> {
         let dir = Utf8PathBuf::from_path_buf(temp.path().to_path_buf())
             .map_err(|p| format!("use temporary directory {}: not UTF-8", p.display()))?;
         // Locked under another name first, so a scan never finds the lock file unlocked.
@@ -215,6 +248,20 @@ impl Outcome {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_named_directory_is_the_same_from_run_to_run_unless_a_live_run_holds_it() {
+        let name = format!("test-named-{}", std::process::id());
+        let first = StateDir::create_named(&name).unwrap();
+        assert!(first.path().as_str().ends_with(&format!("{PREFIX}{name}")));
+        let second = StateDir::create_named(&name).unwrap();
+        assert_ne!(second.path(), first.path(), "a live run keeps its directory");
+        let path = first.path().to_owned();
+        drop(first);
+        drop(second);
+        let again = StateDir::create_named(&name).unwrap();
+        assert_eq!(again.path(), path);
+    }
 
     #[test]
     fn a_dead_runs_directory_is_removed_and_a_live_or_kept_one_is_not() {
