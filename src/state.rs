@@ -255,7 +255,11 @@ mod tests {
         let first = StateDir::create_named(&name).unwrap();
         assert!(first.path().as_str().ends_with(&format!("{PREFIX}{name}")));
         let second = StateDir::create_named(&name).unwrap();
-        assert_ne!(second.path(), first.path(), "a live run keeps its directory");
+        assert_ne!(
+            second.path(),
+            first.path(),
+            "a live run keeps its directory"
+        );
         let path = first.path().to_owned();
         drop(first);
         drop(second);
