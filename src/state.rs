@@ -8,7 +8,7 @@
 use camino::{Utf8Path, Utf8PathBuf};
 use serde::{Deserialize, Serialize};
 use std::fs::{self, File};
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -27,8 +27,7 @@ pub struct StateDir {
 impl StateDir {
     /// Creates a private directory (mode 0700) in TMPDIR and takes its owner lock.
     pub fn create() -> Result<StateDir, String> {
-        let temp = tempfile::Builder::new()
-            .prefix(PREFIX)
+        let temp = private(PREFIX)
             .tempdir()
             .map_err(|e| format!("create temporary directory: {e}"))?;
         StateDir::own(temp)
@@ -42,18 +41,10 @@ impl StateDir {
     pub fn create_named(name: &str) -> Result<StateDir, String> {
         let tmp = std::env::temp_dir();
         let path = tmp.join(format!("{PREFIX}{name}"));
-        if let Ok(meta) = fs::symlink_metadata(&path) {
-            // SAFETY: getuid has no preconditions.
-            let uid = unsafe { libc::getuid() };
-            let dead = meta.is_dir()
-                && meta.uid() == uid
-                && File::open(path.join(OWNER)).is_ok_and(|lock| lock.try_lock().is_ok());
-            if !dead || fs::remove_dir_all(&path).is_err() {
-                return StateDir::create();
-            }
+        if fs::symlink_metadata(&path).is_ok() && !remove_if_dead(&path) {
+            return StateDir::create();
         }
-        match tempfile::Builder::new()
-            .prefix(&format!("{PREFIX}{name}"))
+        match private(&format!("{PREFIX}{name}"))
             .rand_bytes(0)
             .tempdir_in(&tmp)
         {
@@ -103,6 +94,15 @@ impl StateDir {
     }
 }
 
+/// A directory builder with `prefix` and mode 0700 (tempfile's directories follow the umask).
+fn private(prefix: &str) -> tempfile::Builder<'_, '_> {
+    let mut builder = tempfile::Builder::new();
+    builder
+        .prefix(prefix)
+        .permissions(fs::Permissions::from_mode(0o700));
+    builder
+}
+
 /// Where job N's stderr goes in the private directory `dir`.
 pub fn stderr_path(dir: &Utf8Path, index: usize) -> Utf8PathBuf {
     dir.join("jobs").join(format!("{index}.stderr"))
@@ -114,27 +114,59 @@ pub fn remove_dead(tmp: &Path) {
     let Ok(entries) = fs::read_dir(tmp) else {
         return;
     };
-    // SAFETY: getuid has no preconditions.
-    let uid = unsafe { libc::getuid() };
     for entry in entries.flatten() {
-        let name = entry.file_name();
-        if !name.to_string_lossy().starts_with(PREFIX) {
-            continue;
-        }
-        let path = entry.path();
-        let Ok(meta) = fs::symlink_metadata(&path) else {
-            continue;
-        };
-        if !meta.is_dir() || meta.uid() != uid {
-            continue;
-        }
-        let Ok(lock) = File::open(path.join(OWNER)) else {
-            continue;
-        };
-        if lock.try_lock().is_ok() {
-            let _ = fs::remove_dir_all(&path);
+        if entry.file_name().to_string_lossy().starts_with(PREFIX) {
+            remove_if_dead(&entry.path());
         }
     }
+}
+
+/// Removes `path` if it is a private directory of this user that a dead run left (its owner
+/// lock is free), and says whether it is gone. It is first renamed to a name of its own and
+/// removed only if it still holds the lock file found free, so a run that has meanwhile
+/// replaced it with a live directory of the same name keeps it.
+fn remove_if_dead(path: &Path) -> bool {
+    // SAFETY: getuid has no preconditions.
+    let uid = unsafe { libc::getuid() };
+    let Ok(meta) = fs::symlink_metadata(path) else {
+        return false;
+    };
+    if !meta.is_dir() || meta.uid() != uid {
+        return false;
+    }
+    let Ok(lock) = File::open(path.join(OWNER)) else {
+        return false;
+    };
+    let (Ok(()), Ok(held)) = (lock.try_lock(), lock.metadata()) else {
+        return false;
+    };
+    bury(path, &held)
+}
+
+/// Renames `path` aside and removes it if its owner lock file is still `held`'s (the caller
+/// keeps that file open, so its inode is not reused); otherwise (a live run replaced it
+/// meanwhile) puts it back.
+fn bury(path: &Path, held: &fs::Metadata) -> bool {
+    let grave = path.with_file_name(format!(
+        "{}.dead-{}-{:x}",
+        path.file_name().unwrap_or_default().to_string_lossy(),
+        std::process::id(),
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or_default()
+    ));
+    if fs::rename(path, &grave).is_err() {
+        return false;
+    }
+    let same = fs::metadata(grave.join(OWNER))
+        .is_ok_and(|m| m.dev() == held.dev() && m.ino() == held.ino());
+    if !same {
+        // A live run's directory: put it back (if its name is free again).
+        let _ = fs::rename(&grave, path);
+        return false;
+    }
+    fs::remove_dir_all(&grave).is_ok()
 }
 
 /// Seconds since the Unix epoch.
@@ -265,6 +297,37 @@ mod tests {
         drop(second);
         let again = StateDir::create_named(&name).unwrap();
         assert_eq!(again.path(), path);
+    }
+
+    #[test]
+    fn private_directories_are_mode_0700_whatever_the_umask() {
+        let mode = |dir: &StateDir| fs::metadata(dir.path()).unwrap().mode() & 0o7777;
+        let named = StateDir::create_named(&format!("test-mode-{}", std::process::id())).unwrap();
+        assert_eq!(mode(&named), 0o700, "{}", named.path());
+        let random = StateDir::create().unwrap();
+        assert_eq!(mode(&random), 0o700, "{}", random.path());
+    }
+
+    #[test]
+    fn a_dead_directory_replaced_by_a_live_one_is_kept() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join(format!("{PREFIX}race"));
+        fs::create_dir(&path).unwrap();
+        File::create(path.join(OWNER)).unwrap();
+        // This run found the lock free; then another run removed the dead directory and
+        // made its own of the same name before this one removed it.
+        let open = File::open(path.join(OWNER)).unwrap(); // its inode is not reused while open
+        let found = open.metadata().unwrap();
+        fs::remove_dir_all(&path).unwrap();
+        fs::create_dir(&path).unwrap();
+        File::create(path.join("keep")).unwrap();
+        File::create(path.join(OWNER)).unwrap();
+        assert!(!bury(&path, &found), "another run's directory is not removed");
+        assert!(path.join("keep").exists());
+        let now = fs::metadata(path.join(OWNER)).unwrap();
+        assert!(bury(&path, &now));
+        assert!(!path.exists());
+        assert_eq!(fs::read_dir(tmp.path()).unwrap().count(), 0, "no grave is left");
     }
 
     #[test]
