@@ -230,6 +230,37 @@ pub fn values<'a>(args: &'a [String], name: &str) -> Vec<&'a str> {
     out
 }
 
+/// lld's emulation: `-m X` or `-mX`, the last one winning (lld takes no `--m`; `-mllvm` and
+/// the other options spelled `-m...` are not it).
+pub fn emulation(args: &[String]) -> Option<&str> {
+    const OTHERS: [&str; 4] = [
+        "mllvm",
+        "mmap-output-file",
+        "merge-exidx-entries",
+        "mips-got-size",
+    ];
+    let mut found = None;
+    let mut i = 0;
+    while i < args.len() {
+        let arg = args[i].as_str();
+        i += 1;
+        if arg == "-m" {
+            found = args.get(i).map(String::as_str);
+            i += 1;
+        } else if let Some(v) = arg
+            .strip_prefix("-m")
+            .filter(|_| !OTHERS.iter().any(|o| arg[1..].starts_with(o)))
+        {
+            found = Some(v);
+        } else if let Some(bare) = arg.strip_prefix("--").or_else(|| arg.strip_prefix('-')) {
+            if SEPARATE.contains(&bare) {
+                i += 1;
+            }
+        }
+    }
+    found
+}
+
 /// Whether any of the flags (spelled without dashes) is given, the last of `on`/`off` winning.
 fn flag(args: &[String], on: &[&str], off: &[&str], default: bool) -> bool {
     let mut value = default;
@@ -345,6 +376,23 @@ mod tests {
 
     fn v(words: &[&str]) -> Vec<String> {
         words.iter().map(|w| w.to_string()).collect()
+    }
+
+    #[test]
+    fn the_emulation_is_separate_or_joined() {
+        let e = |words: &[&str]| emulation(&v(words)).map(str::to_string);
+        assert_eq!(e(&["-m", "elf_x86_64"]).as_deref(), Some("elf_x86_64"));
+        assert_eq!(e(&["-melf_i386", "a.o"]).as_deref(), Some("elf_i386"));
+        assert_eq!(
+            e(&["-m", "elf_x86_64", "-melf_i386"]).as_deref(),
+            Some("elf_i386")
+        );
+        assert_eq!(e(&["-mllvm", "-m", "a.o"]), None, "-mllvm's value");
+        assert_eq!(
+            e(&["-mllvm=-x", "--mmap-output-file", "-mips-got-size=4"]),
+            None
+        );
+        assert_eq!(e(&["-o", "-melf_i386"]), None, "an output's name");
     }
 
     #[test]

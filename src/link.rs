@@ -581,7 +581,7 @@ fn link_command(args: &LinkArgs, cwd: &Utf8Path) -> Result<LinkCommand, Fail> {
         .map_err(|e| Fail::bad_input(format!("link: {e}")))?;
     let triple = target_triple(&compiler, if is_ld { &[] } else { &user[1..] })?;
     // lld run directly: its -m emulation names the target's architecture.
-    let emulation = ldargs::values(&args_expanded, "m").last().copied();
+    let emulation = ldargs::emulation(&args_expanded);
     let triple = match emulation.filter(|_| is_ld).map(|m| (m, emulation_arch(m))) {
         Some((_, Some((arch, env)))) => with_arch(&triple, arch, env),
         Some((m, None)) => {

@@ -322,12 +322,19 @@ mod tests {
         fs::create_dir(&path).unwrap();
         File::create(path.join("keep")).unwrap();
         File::create(path.join(OWNER)).unwrap();
-        assert!(!bury(&path, &found), "another run's directory is not removed");
+        assert!(
+            !bury(&path, &found),
+            "another run's directory is not removed"
+        );
         assert!(path.join("keep").exists());
         let now = fs::metadata(path.join(OWNER)).unwrap();
         assert!(bury(&path, &now));
         assert!(!path.exists());
-        assert_eq!(fs::read_dir(tmp.path()).unwrap().count(), 0, "no grave is left");
+        assert_eq!(
+            fs::read_dir(tmp.path()).unwrap().count(),
+            0,
+            "no grave is left"
+        );
     }
 
     #[test]

@@ -307,7 +307,8 @@ fn archives_whole_archive_response_files_native_and_dropped_modules() {
     );
 }
 
-/// lld run directly for another architecture: its -m emulation gives the jobs' target, and a
+/// lld run directly for another architecture: its -m emulation (joined, as Kbuild writes it)
+/// gives the jobs' target, and a
 /// word after an option that takes no separate value (--build-id) is an input.
 #[test]
 fn lld_run_directly_compiles_for_its_emulation() {
@@ -334,8 +335,7 @@ fn lld_run_directly_compiles_for_its_emulation() {
         "--compiler=clang-22",
         "--",
         "ld.lld-22",
-        "-m",
-        "elf_i386",
+        "-melf_i386",
         "-e",
         "start",
         "--build-id",
