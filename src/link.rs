@@ -733,7 +733,14 @@ fn read_inputs(
                     "Bstatic" | "static" | "dn" | "non_shared" => state.statik = true,
                     "Bdynamic" | "dy" | "call_shared" => state.statik = false,
                     "push-state" => saved.push(state),
-                    "pop-state" => state = saved.pop().unwrap_or_default(),
+                    "pop-state" => {
+                        state = saved.pop().ok_or_else(|| {
+                            Fail::bad_input(
+                                "link: --pop-state without a --push-state (lld: \
+                                             unbalanced --push-state/--pop-state)",
+                            )
+                        })?
+                    }
                     _ => {}
                 }
                 items.push(Item::Word(o.clone()));
@@ -770,6 +777,14 @@ fn read_inputs(
                 let dir = private.join("x").join(archives.to_string());
                 let mut members = Vec::new();
                 for (i, m) in read.members.iter().enumerate() {
+                    if !m.linkable && state.whole {
+                        return Err(Fail::bad_input(format!(
+                            "link: {named}: member {} is neither a relocatable object nor \
+                             bitcode, and --whole-archive links every member (lld: not an ELF \
+                             file)",
+                            m.name
+                        )));
+                    }
                     if !m.linkable {
                         crate::report::warning(&format!(
                             "{named}: member {} is neither a relocatable object nor bitcode; \
@@ -1129,15 +1144,15 @@ mod tests {
         }
         let lib = ar(&[("a.o", b"BC\xC0\xDE...."), ("README", b"text")]);
         fs::write(cwd.join("libx.a"), &lib).unwrap();
-        fs::write(cwd.join("d1/libq.a"), &lib).unwrap();
-        fs::write(cwd.join("d2/libq.a"), &lib).unwrap();
-        let args: Vec<String> = [
+        fs::write(cwd.join("d1/libq.a"), ar(&[("one.o", b"BC\xC0\xDE....")])).unwrap();
+        fs::write(cwd.join("d2/libq.a"), ar(&[("two.o", b"BC\xC0\xDE....")])).unwrap();
+        let words = |w: &[&str]| -> Vec<String> { w.iter().map(|a| a.to_string()).collect() };
+        let args = words(&[
             "--whole-archive",
             "--push-state",
             "--no-whole-archive",
             "libx.a",
             "--pop-state",
-            "libx.a",
             "--build-id",
             "-L",
             "d2",
@@ -1145,24 +1160,43 @@ mod tests {
             "--library-path=d3",
             "-Bstatic",
             "-lq",
-        ]
-        .iter()
-        .map(|a| a.to_string())
-        .collect();
+        ]);
         let items = read_inputs(&args, &cwd, &cwd.join("p"), "p").unwrap();
-        let groups: Vec<(&str, bool, usize)> = items
+        let groups: Vec<(&str, bool, Vec<&str>)> = items
             .iter()
             .filter_map(|i| match i {
-                Item::Members(m) => Some((m.named.as_str(), m.whole, m.members.len())),
+                Item::Members(m) => Some((
+                    m.named.as_str(),
+                    m.whole,
+                    m.members.iter().map(|(_, _, name)| name.as_str()).collect(),
+                )),
                 _ => None,
             })
             .collect();
-        // --pop-state brings --whole-archive back; -lq is found in d2, the first -L given; the
-        // README member is left out.
+        // --pop-state brings --whole-archive back; -lq is d2's, the first -L given; the lazy
+        // archive's README member is left out.
         assert_eq!(
             groups,
-            [("libx.a", false, 1), ("libx.a", true, 1), ("-lq", true, 1)]
+            [("libx.a", false, vec!["a.o"]), ("-lq", true, vec!["two.o"])]
         );
+        // As lld: a member it cannot link is an error where every member is linked, and so
+        // is a --pop-state with nothing pushed.
+        let whole = read_inputs(
+            &words(&["--whole-archive", "libx.a"]),
+            &cwd,
+            &cwd.join("p"),
+            "p",
+        );
+        let err = whole.err().unwrap().message;
+        assert!(err.contains("libx.a: member README is neither"), "{err}");
+        let pop = read_inputs(
+            &words(&["--pop-state", "libx.a"]),
+            &cwd,
+            &cwd.join("p"),
+            "p",
+        );
+        let err = pop.err().unwrap().message;
+        assert!(err.contains("--pop-state without a --push-state"), "{err}");
         assert_eq!(search_paths(&args), ["d2", "d1", "d3"]);
         let rooted: Vec<String> = ["--sysroot=/s", "-L=/usr/lib"].map(String::from).to_vec();
         assert_eq!(search_paths(&rooted), ["/s/usr/lib"]);
