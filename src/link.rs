@@ -64,6 +64,12 @@ pub fn link(args: &LinkArgs, jobserver: jobserver::FromEnv, watch: &Watch) -> Re
     let cwd = Utf8PathBuf::from_path_buf(cwd)
         .map_err(|p| Fail::environment(format!("use {}: not UTF-8", p.display())))?;
     if let Some(file) = &args.emit {
+        // As the build tool will name it (`ninja -f` runs from here), so that the rule that
+        // writes it again is its own.
+        let file = &match file.strip_prefix(&cwd) {
+            Ok(inside) if file.is_absolute() && !inside.as_str().is_empty() => inside.to_owned(),
+            _ => file.clone(),
+        };
         let result =
             checked(args, &cwd).and_then(|command| emit(args, &command, &cwd, file, watch));
         if result.is_err() {
@@ -404,6 +410,7 @@ fn emit_in(
             Item::Word(_) => {}
         }
     }
+    let archives: Vec<String> = archives.into_iter().collect();
     let mut thin_outputs = vec![plan.list.clone()];
     for native in outputs.values() {
         thin_outputs.push(format!("{native}.thinlto.bc"));
@@ -429,15 +436,26 @@ fn emit_in(
             final_rsp: &format!("{rel}/final.rsp"),
             final_inputs: &final_inputs,
             output: &output,
-            regenerate: &std::env::args_os()
-                .map(|a| a.to_string_lossy().into_owned())
-                .collect::<Vec<_>>(),
-            archives: &archives.into_iter().collect::<Vec<_>>(),
+            regenerate: &regenerate(args, command, format, file)?,
+            archives: &archives,
         },
     )
     .map_err(|e| Fail::bad_input(format!("link --emit: render {file}: {e}")))?;
+    // Never older than an archive it depends on, even one dated in the future: else ninja
+    // and make would write it again on every run (ninja gives up: "manifest still dirty").
+    let newest = archives
+        .iter()
+        .filter_map(|a| fs::metadata(cwd.join(a)).and_then(|m| m.modified()).ok())
+        .max();
     let partial = cwd.join(format!("{file}.{}.partial", std::process::id()));
     fs::write(&partial, text)
+        .and_then(|()| match newest {
+            Some(newest) if newest > std::time::SystemTime::now() => fs::File::options()
+                .write(true)
+                .open(&partial)?
+                .set_modified(newest),
+            _ => Ok(()),
+        })
         .and_then(|()| fs::rename(&partial, cwd.join(file)))
         .map_err(|e| {
             let _ = fs::remove_file(&partial);
@@ -452,6 +470,39 @@ fn emit_in(
         ));
     }
     Ok(())
+}
+
+/// The command that writes `file` again, as this run wrote it: this program, and every option
+/// that shapes the file resolved (the format, wrapper and compiler may have come from the
+/// environment, which the build tool's may not be).
+fn regenerate(
+    args: &LinkArgs,
+    command: &LinkCommand,
+    format: crate::render::Format,
+    file: &Utf8Path,
+) -> Result<Vec<String>, Fail> {
+    let mut words = vec![
+        crate::run::own_exe()?,
+        "link".to_string(),
+        "--quiet".to_string(),
+        format!("--backend={}", format.tool()),
+        format!("--wrapper={}", args.run.wrapper.wrapper),
+        format!("--compiler={}", command.compiler),
+    ];
+    words.extend(
+        args.backend_arg
+            .iter()
+            .map(|a| format!("--backend-arg={a}")),
+    );
+    words.extend(
+        args.backend_remove
+            .iter()
+            .map(|a| format!("--backend-remove={a}")),
+    );
+    words.push(format!("--emit={file}"));
+    words.push("--".to_string());
+    words.extend(args.command.iter().cloned());
+    Ok(words)
 }
 
 /// The module a line of lld's list names, checked to be a path this link passed.

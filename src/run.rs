@@ -322,12 +322,7 @@ fn prepare(args: &RunArgs, jobserver: jobserver::FromEnv) -> Result<Option<Prepa
     let ninja = ninja.ok();
     let format = plan::choose_backend(args.backend, ninja.is_some());
     let state = StateDir::create().map_err(Fail::environment)?;
-    let exe = std::env::current_exe()
-        .map_err(|e| Fail::environment(format!("find own executable: {e}")))?;
-    let exe = exe
-        .to_str()
-        .ok_or_else(|| Fail::environment("find own executable: its path is not UTF-8"))?
-        .to_string();
+    let exe = own_exe()?;
     let opts = render::Options {
         wrapper: &wrapper,
         source: path.as_str(),
@@ -751,6 +746,15 @@ fn write_records(args: &RunArgs, record: &record::Record) {
     if let Some(path) = &args.trace {
         write("trace", path, record::trace(record));
     }
+}
+
+/// This program's own path, for the commands it writes that run it again.
+pub fn own_exe() -> Result<String, Fail> {
+    let exe = std::env::current_exe()
+        .map_err(|e| Fail::environment(format!("find own executable: {e}")))?;
+    exe.to_str()
+        .map(str::to_string)
+        .ok_or_else(|| Fail::environment("find own executable: its path is not UTF-8"))
 }
 
 #[cfg(test)]

@@ -528,7 +528,10 @@ fn an_emitted_link_is_done_by_ninja_or_make_alone() {
         let space = Space::new();
         let inputs = hello(&space, version);
         let file = format!("link.{tool}");
-        let mut cmd = space.bridge(&["link", "--backend", format, "--emit", &file, "--"]);
+        // Named absolute, it is written as the build tool names it from here.
+        let absolute = space.path(&file);
+        let absolute = absolute.to_str().unwrap();
+        let mut cmd = space.bridge(&["link", "--backend", format, "--emit", absolute, "--"]);
         cmd.args([
             &format!("clang-{version}"),
             "-O2",
@@ -556,7 +559,13 @@ fn an_emitted_link_is_done_by_ninja_or_make_alone() {
             &["-flto=thin"],
         );
         space.ok(&mut space.command("llvm-ar-22", &["rc", "libmul.a", "mul.o"]));
-        space.ok(&mut space.command(tool, &["-f", &file, "-j2"]));
+        // Dated in the future (a clock skewed on a file server), and written again under an
+        // environment that names the other format: the file keeps its own.
+        space.ok(&mut space.command("touch", &["-d", "+1 hour", "libmul.a"]));
+        let other = if format == "ninja" { "make" } else { "ninja" };
+        space.ok(space
+            .command("timeout", &["120", tool, "-f", &file, "-j2"])
+            .env("DTLTO_BRIDGE_BACKEND", other));
         // The program now says its sums are wrong, and exits 1.
         let run = std::process::Command::new(space.path("prog"))
             .output()
@@ -566,10 +575,19 @@ fn an_emitted_link_is_done_by_ninja_or_make_alone() {
             HELLO.replace("mul=20 square=36", "mul=21 square=37"),
             "{tool} after libmul.a changed"
         );
-        let out = space.ok(&mut space.command(tool, &["-f", &file]));
+        assert!(
+            space.read(&file).contains(&format!("--backend={format}")),
+            "{tool} wrote {file} again as {format}"
+        );
+        // Then the file is not written again (ninja would give up, make start over forever);
+        // ninja does nothing (make links again: it cannot name "greet #1 (v2).o").
+        let mtime = |f: &str| fs::metadata(space.path(f)).unwrap().modified().unwrap();
+        let before = mtime(&file);
+        let out = space.ok(&mut space.command("timeout", &["120", tool, "-f", &file]));
         if tool == "ninja" {
             assert!(String::from_utf8_lossy(&out.stdout).contains("no work to do"));
         }
+        assert_eq!(mtime(&file), before, "{tool} wrote {file} again");
         // Emitting again replaces its own files; a directory of someone else's is refused.
         space.ok(space
             .bridge(&["link", "--backend", format, "--emit", &file, "--"])

@@ -168,7 +168,10 @@ fn emitted_link_files_match_the_golden_files() {
         s.ok(&mut cmd);
         // The command that writes the file again names this build's binary.
         let got = s.read(&file).replace(BRIDGE, "dtlto-bridge");
-        assert!(got.contains("dtlto-bridge link --backend"), "{got}");
+        assert!(
+            got.contains("dtlto-bridge link --quiet --backend="),
+            "{got}"
+        );
         let golden = dir.join(format!("link.{ext}"));
         if update {
             std::fs::write(&golden, &got).unwrap();

@@ -71,7 +71,7 @@ dtlto-bridge-force:
 link.mk: \
     libmul.a \
     libsq.a
-	dtlto-bridge link --backend make --emit link.mk --compiler=clang-22 -- ld.lld-22 -o prog -e main main.o add.o 'greet #1 (v2).o' libmul.a libsq.a
+	dtlto-bridge link --quiet --backend=make --wrapper= --compiler=clang-22 --emit=link.mk -- ld.lld-22 -o prog -e main main.o add.o 'greet #1 (v2).o' libmul.a libsq.a
 
 # The thin link (lld --thinlto-index-only): each module's index shard and imports list.
 # Always runs: make cannot name these inputs: 'greet #1 (v2).o'
