@@ -85,8 +85,14 @@ pub fn link(args: &LinkArgs, jobserver: jobserver::FromEnv, watch: &Watch) -> Re
     // SAFETY: getuid has no preconditions.
     let uid = unsafe { libc::getuid() };
     let digest = crate::action::digest_of(key.as_bytes()).hash;
-    let state = StateDir::create_named(&format!("link-{uid}-{}", &digest[..16]))
+    let (state, why) = StateDir::create_named(&format!("link-{uid}-{}", &digest[..16]))
         .map_err(Fail::environment)?;
+    if let Some(why) = why {
+        report::warning(&format!(
+            "link: {why}; this run's files are in {} instead (a remote action cache knows none of its jobs by those paths)",
+            state.path()
+        ));
+    }
     let result = flow(args, &command, &cwd, state.path(), jobserver, watch);
     if args.run.keep {
         let kept = state.keep();

@@ -37,19 +37,23 @@ impl StateDir {
     /// paths in it are the same from one run to the next (they are recorded in index shards,
     /// and so in the actions a remote cache knows); a dead run's directory of that name is
     /// removed first. When another live run holds it, or it is not this user's own directory,
-    /// a directory of a random name is created instead.
-    pub fn create_named(name: &str) -> Result<StateDir, String> {
+    /// a directory of a random name is created instead, and the second value says why.
+    pub fn create_named(name: &str) -> Result<(StateDir, Option<String>), String> {
         let tmp = std::env::temp_dir();
         let path = tmp.join(format!("{PREFIX}{name}"));
+        let random = |why: String| StateDir::create().map(|dir| (dir, Some(why)));
         if fs::symlink_metadata(&path).is_ok() && !remove_if_dead(&path) {
-            return StateDir::create();
+            return random(format!(
+                "{} is another live run's, or not this user's directory",
+                path.display()
+            ));
         }
         match private(&format!("{PREFIX}{name}"))
             .rand_bytes(0)
             .tempdir_in(&tmp)
         {
-            Ok(temp) => StateDir::own(temp),
-            Err(_) => StateDir::create(),
+            Ok(temp) => StateDir::own(temp).map(|dir| (dir, None)),
+            Err(e) => random(format!("create {}: {e}", path.display())),
         }
     }
 
@@ -284,9 +288,11 @@ mod tests {
     #[test]
     fn a_named_directory_is_the_same_from_run_to_run_unless_a_live_run_holds_it() {
         let name = format!("test-named-{}", std::process::id());
-        let first = StateDir::create_named(&name).unwrap();
+        let (first, why) = StateDir::create_named(&name).unwrap();
         assert!(first.path().as_str().ends_with(&format!("{PREFIX}{name}")));
-        let second = StateDir::create_named(&name).unwrap();
+        assert_eq!(why, None);
+        let (second, why) = StateDir::create_named(&name).unwrap();
+        assert!(why.unwrap().contains("another live run's"));
         assert_ne!(
             second.path(),
             first.path(),
@@ -295,14 +301,15 @@ mod tests {
         let path = first.path().to_owned();
         drop(first);
         drop(second);
-        let again = StateDir::create_named(&name).unwrap();
+        let (again, _) = StateDir::create_named(&name).unwrap();
         assert_eq!(again.path(), path);
     }
 
     #[test]
     fn private_directories_are_mode_0700_whatever_the_umask() {
         let mode = |dir: &StateDir| fs::metadata(dir.path()).unwrap().mode() & 0o7777;
-        let named = StateDir::create_named(&format!("test-mode-{}", std::process::id())).unwrap();
+        let (named, _) =
+            StateDir::create_named(&format!("test-mode-{}", std::process::id())).unwrap();
         assert_eq!(mode(&named), 0o700, "{}", named.path());
         let random = StateDir::create().unwrap();
         assert_eq!(mode(&random), 0o700, "{}", random.path());
