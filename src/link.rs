@@ -89,7 +89,8 @@ pub fn link(args: &LinkArgs, jobserver: jobserver::FromEnv, watch: &Watch) -> Re
         .map_err(Fail::environment)?;
     if let Some(why) = why {
         report::warning(&format!(
-            "link: {why}; this run's files are in {} instead (a remote action cache knows none of its jobs by those paths)",
+            "link: {why}; this run's files are in {} instead (a remote action cache knows \
+             none of its jobs by those paths)",
             state.path()
         ));
     }
