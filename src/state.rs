@@ -43,10 +43,7 @@ impl StateDir {
         let path = tmp.join(format!("{PREFIX}{name}"));
         let random = |why: String| StateDir::create().map(|dir| (dir, Some(why)));
         if fs::symlink_metadata(&path).is_ok() && !remove_if_dead(&path) {
-            return random(format!(
-                "{} is another live run's, or not this user's directory",
-                path.display()
-            ));
+            return random(format!("{} {}", path.display(), why_not_dead(&path)));
         }
         match private(&format!("{PREFIX}{name}"))
             .rand_bytes(0)
@@ -125,6 +122,22 @@ pub fn remove_dead(tmp: &Path) {
     }
 }
 
+/// Why `path`, which `remove_if_dead` left, is not a dead run's directory.
+fn why_not_dead(path: &Path) -> &'static str {
+    // SAFETY: getuid has no preconditions.
+    let uid = unsafe { libc::getuid() };
+    match fs::symlink_metadata(path) {
+        Ok(meta) if meta.is_dir() && meta.uid() == uid => {
+            if path.join(OWNER).exists() {
+                "is another live run's"
+            } else {
+                "was kept (--keep): remove it, and relinks use one directory again"
+            }
+        }
+        _ => "is not a directory of this user's",
+    }
+}
+
 /// Removes `path` if it is a private directory of this user that a dead run left (its owner
 /// lock is free), and says whether it is gone. It is first renamed to a name of its own and
 /// removed only if it still holds the lock file found free, so a run that has meanwhile
@@ -147,10 +160,17 @@ fn remove_if_dead(path: &Path) -> bool {
     bury(path, &held)
 }
 
-/// Renames `path` aside and removes it if its owner lock file is still `held`'s (the caller
-/// keeps that file open, so its inode is not reused); otherwise (a live run replaced it
-/// meanwhile) puts it back.
+/// Removes `path` if its owner lock file is still `held`'s (the caller keeps that file open, so
+/// its inode is not reused): renamed aside first, then checked again, and put back, never over
+/// another directory, if a live run replaced it meanwhile. (Three runs of one link racing for
+/// its name can still leave a live run's directory aside; that run then fails.)
 fn bury(path: &Path, held: &fs::Metadata) -> bool {
+    let same = |dir: &Path| {
+        fs::metadata(dir.join(OWNER)).is_ok_and(|m| m.dev() == held.dev() && m.ino() == held.ino())
+    };
+    if !same(path) {
+        return false;
+    }
     let grave = path.with_file_name(format!(
         "{}.dead-{}-{:x}",
         path.file_name().unwrap_or_default().to_string_lossy(),
@@ -163,14 +183,32 @@ fn bury(path: &Path, held: &fs::Metadata) -> bool {
     if fs::rename(path, &grave).is_err() {
         return false;
     }
-    let same = fs::metadata(grave.join(OWNER))
-        .is_ok_and(|m| m.dev() == held.dev() && m.ino() == held.ino());
-    if !same {
-        // A live run's directory: put it back (if its name is free again).
-        let _ = fs::rename(&grave, path);
+    if !same(&grave) {
+        rename_noreplace(&grave, path);
         return false;
     }
     fs::remove_dir_all(&grave).is_ok()
+}
+
+/// Renames `from` to `to` unless `to` exists (best effort).
+fn rename_noreplace(from: &Path, to: &Path) {
+    use std::os::unix::ffi::OsStrExt;
+    let (Ok(from), Ok(to)) = (
+        std::ffi::CString::new(from.as_os_str().as_bytes()),
+        std::ffi::CString::new(to.as_os_str().as_bytes()),
+    ) else {
+        return;
+    };
+    // SAFETY: both are NUL-terminated paths that live across the call.
+    unsafe {
+        libc::renameat2(
+            libc::AT_FDCWD,
+            from.as_ptr(),
+            libc::AT_FDCWD,
+            to.as_ptr(),
+            libc::RENAME_NOREPLACE,
+        );
+    }
 }
 
 /// Seconds since the Unix epoch.
@@ -303,10 +341,20 @@ mod tests {
         drop(second);
         let (again, _) = StateDir::create_named(&name).unwrap();
         assert_eq!(again.path(), path);
+        // A kept directory is the user's now: never removed, and said so.
+        let kept = again.keep();
+        let (other, why) = StateDir::create_named(&name).unwrap();
+        assert_ne!(other.path(), kept);
+        assert!(why.unwrap().contains("was kept (--keep)"));
+        fs::remove_dir_all(kept).unwrap();
     }
 
     #[test]
     fn private_directories_are_mode_0700_whatever_the_umask() {
+        // The usual umask, which leaves a plain new directory 0755 (process-wide: the other
+        // tests' files are not the worse for it).
+        // SAFETY: umask has no preconditions.
+        unsafe { libc::umask(0o022) };
         let mode = |dir: &StateDir| fs::metadata(dir.path()).unwrap().mode() & 0o7777;
         let (named, _) =
             StateDir::create_named(&format!("test-mode-{}", std::process::id())).unwrap();
@@ -334,6 +382,11 @@ mod tests {
             "another run's directory is not removed"
         );
         assert!(path.join("keep").exists());
+        assert_eq!(
+            fs::read_dir(tmp.path()).unwrap().count(),
+            1,
+            "nor moved aside"
+        );
         let now = fs::metadata(path.join(OWNER)).unwrap();
         assert!(bury(&path, &now));
         assert!(!path.exists());
