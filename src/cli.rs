@@ -574,6 +574,11 @@ pub struct LinkArgs {
     #[arg(long, value_name = "FILE")]
     pub emit: Option<Utf8PathBuf>,
 
+    /// With --emit: write FILE again only if one of its archives changed since it was written
+    /// (the command of FILE's own rule).
+    #[arg(long, hide = true, requires = "emit")]
+    pub emit_check: bool,
+
     /// Keep the final native objects in DIR, named after their modules (an archive's members
     /// under ARCHIVE.d/).
     #[arg(long, value_name = "DIR")]

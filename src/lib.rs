@@ -11,6 +11,7 @@ pub mod check;
 pub mod cli;
 pub mod doctor;
 pub mod escape;
+pub mod fingerprint;
 pub mod history;
 pub mod launcher;
 pub mod ldargs;

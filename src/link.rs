@@ -66,12 +66,15 @@ pub fn link(args: &LinkArgs, jobserver: jobserver::FromEnv, watch: &Watch) -> Re
     if let Some(file) = &args.emit {
         // As the build tool will name it (`ninja -f` runs from here), so that the rule that
         // writes it again is its own.
-        let file = &match file.strip_prefix(&cwd) {
-            Ok(inside) if file.is_absolute() && !inside.as_str().is_empty() => inside.to_owned(),
-            _ => file.clone(),
-        };
-        let result =
-            checked(args, &cwd).and_then(|command| emit(args, &command, &cwd, file, watch));
+        let (file, aliases) = file_names(&cwd, file);
+        let file = &file;
+        if args.emit_check
+            && crate::fingerprint::unchanged(&cwd.join(format!("{file}.dtlto")), &cwd)
+        {
+            return Ok(());
+        }
+        let result = checked(args, &cwd)
+            .and_then(|command| emit(args, &command, &cwd, file, &aliases, watch));
         if result.is_err() {
             discard_emitted(&cwd, file);
         }
@@ -330,6 +333,7 @@ fn emit(
     command: &LinkCommand,
     cwd: &Utf8Path,
     file: &Utf8Path,
+    aliases: &[String],
     watch: &Watch,
 ) -> Result<(), Fail> {
     let dir = Utf8PathBuf::from(format!("{file}.dtlto"));
@@ -356,7 +360,7 @@ fn emit(
         "files of a link emitted by dtlto-bridge link --emit\n",
     )
     .map_err(fail)?;
-    emit_in(args, command, cwd, file, &at, watch)
+    emit_in(args, command, cwd, file, aliases, &at, watch)
 }
 
 fn emit_in(
@@ -364,6 +368,7 @@ fn emit_in(
     command: &LinkCommand,
     cwd: &Utf8Path,
     file: &Utf8Path,
+    aliases: &[String],
     dir: &Utf8Path,
     watch: &Watch,
 ) -> Result<(), Fail> {
@@ -418,6 +423,17 @@ fn emit_in(
         }
     }
     let archives: Vec<String> = archives.into_iter().collect();
+    crate::fingerprint::record(dir, cwd, &archives).map_err(Fail::environment)?;
+    // Dated in the future (clock skew): ninja and make cannot tell by dates whether it changed
+    // until then, so the file's own rule looks at every run.
+    let skewed = crate::fingerprint::future(cwd, &archives);
+    if !skewed.is_empty() {
+        report::warning(&format!(
+            "link --emit: {} dated in the future (clock skew?): until then, every run of {file} \
+             checks whether an archive changed",
+            skewed.join(", ")
+        ));
+    }
     let mut thin_outputs = vec![plan.list.clone()];
     for native in outputs.values() {
         thin_outputs.push(format!("{native}.thinlto.bc"));
@@ -443,26 +459,15 @@ fn emit_in(
             final_rsp: &format!("{rel}/final.rsp"),
             final_inputs: &final_inputs,
             output: &output,
-            regenerate: &regenerate(args, command, format, file)?,
+            regenerate: &regenerate(args, cwd, command, format, file)?,
             archives: &archives,
+            aliases,
+            check_always: !skewed.is_empty(),
         },
     )
     .map_err(|e| Fail::bad_input(format!("link --emit: render {file}: {e}")))?;
-    // Never older than an archive it depends on, even one dated in the future: else ninja
-    // and make would write it again on every run (ninja gives up: "manifest still dirty").
-    let newest = archives
-        .iter()
-        .filter_map(|a| fs::metadata(cwd.join(a)).and_then(|m| m.modified()).ok())
-        .max();
     let partial = cwd.join(format!("{file}.{}.partial", std::process::id()));
     fs::write(&partial, text)
-        .and_then(|()| match newest {
-            Some(newest) if newest > std::time::SystemTime::now() => fs::File::options()
-                .write(true)
-                .open(&partial)?
-                .set_modified(newest),
-            _ => Ok(()),
-        })
         .and_then(|()| fs::rename(&partial, cwd.join(file)))
         .map_err(|e| {
             let _ = fs::remove_file(&partial);
@@ -479,19 +484,84 @@ fn emit_in(
     Ok(())
 }
 
+/// This program as it was run (absolute, found on PATH if named bare), not where a symbolic
+/// link to it points: an upgrade that moves the link runs the new one.
+fn invoked_as(cwd: &Utf8Path) -> Result<String, Fail> {
+    let argv0 = std::env::args_os().next();
+    let found = argv0.as_ref().and_then(|a| a.to_str()).and_then(|a| {
+        let path = if a.contains('/') {
+            cwd.join(a)
+        } else {
+            Utf8PathBuf::from_path_buf(which::which(a).ok()?).ok()?
+        };
+        path.is_file().then(|| lexical(&path))
+    });
+    match found {
+        Some(path) => Ok(path),
+        None => crate::run::own_exe(),
+    }
+}
+
+/// The build file as the build tool names it from `cwd` (an absolute path inside it made
+/// relative, as `ninja -f FILE` names it), and its absolute names (the physical one, and the
+/// one through `$PWD` when that is a symbolic link), which `-f` may give as well.
+fn file_names(cwd: &Utf8Path, file: &Utf8Path) -> (Utf8PathBuf, Vec<String>) {
+    let logical = std::env::var("PWD")
+        .ok()
+        .map(Utf8PathBuf::from)
+        .filter(|pwd| pwd.is_absolute() && pwd.canonicalize_utf8().is_ok_and(|p| p == cwd));
+    let mut roots = vec![cwd.to_owned()];
+    roots.extend(logical);
+    let relative = roots
+        .iter()
+        .find_map(|root| file.strip_prefix(root).ok())
+        .filter(|inside| file.is_absolute() && !inside.as_str().is_empty())
+        .map(Utf8Path::to_owned);
+    let stored = relative.unwrap_or_else(|| file.to_owned());
+    let mut aliases: Vec<String> = roots
+        .iter()
+        .map(|root| lexical(&root.join(&stored)))
+        .filter(|a| a.as_str() != stored.as_str())
+        .collect();
+    aliases.dedup();
+    (stored, aliases)
+}
+
+/// `path` with `.` and `a/..` taken out without looking at the file system.
+fn lexical(path: &Utf8Path) -> String {
+    let mut out: Vec<&str> = Vec::new();
+    for c in path.components() {
+        match c {
+            Utf8Component::CurDir => {}
+            Utf8Component::ParentDir if out.last() == Some(&"/") => {}
+            Utf8Component::ParentDir if out.last().is_some_and(|l| *l != "..") => {
+                out.pop();
+            }
+            c => out.push(c.as_str()),
+        }
+    }
+    let joined = out.join("/");
+    joined
+        .strip_prefix("//")
+        .map(|r| format!("/{r}"))
+        .unwrap_or(joined)
+}
+
 /// The command that writes `file` again, as this run wrote it: this program, and every option
 /// that shapes the file resolved (the format, wrapper and compiler may have come from the
 /// environment, which the build tool's may not be).
 fn regenerate(
     args: &LinkArgs,
+    cwd: &Utf8Path,
     command: &LinkCommand,
     format: crate::render::Format,
     file: &Utf8Path,
 ) -> Result<Vec<String>, Fail> {
     let mut words = vec![
-        crate::run::own_exe()?,
+        invoked_as(cwd)?,
         "link".to_string(),
         "--quiet".to_string(),
+        "--emit-check".to_string(),
         format!("--backend={}", format.tool()),
         format!("--wrapper={}", args.run.wrapper.wrapper),
         format!("--compiler={}", command.compiler),
@@ -1108,6 +1178,33 @@ fn clean(path: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_build_file_is_named_as_the_build_tool_names_it() {
+        assert_eq!(lexical("/a/./b/../c".into()), "/a/c");
+        assert_eq!(lexical("/a/../../c".into()), "/c");
+        assert_eq!(lexical("../x/./y".into()), "../x/y");
+        let cwd = Utf8Path::new("/nonexistent/w");
+        let names = |f: &str| {
+            let (stored, aliases) = file_names(cwd, f.into());
+            (stored.to_string(), aliases)
+        };
+        assert_eq!(
+            names("/nonexistent/w/l.ninja"),
+            ("l.ninja".into(), vec!["/nonexistent/w/l.ninja".to_string()])
+        );
+        assert_eq!(
+            names("../o/l.ninja"),
+            (
+                "../o/l.ninja".into(),
+                vec!["/nonexistent/o/l.ninja".to_string()]
+            )
+        );
+        assert_eq!(
+            names("/elsewhere/l.ninja"),
+            ("/elsewhere/l.ninja".into(), vec![])
+        );
+    }
 
     #[test]
     fn relative_paths() {

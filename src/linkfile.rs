@@ -31,6 +31,11 @@ pub struct Steps<'a> {
     /// `archives` changes (their members were extracted, and may be others now).
     pub regenerate: &'a [String],
     pub archives: &'a [String],
+    /// Other names of this build file (absolute ones), which `-f` may give.
+    pub aliases: &'a [String],
+    /// An archive is dated in the future: its own rule runs on every run (it writes the file
+    /// only if an archive changed).
+    pub check_always: bool,
 }
 
 /// The build file: the jobs as `emit` writes them, then the links around them.
@@ -90,14 +95,28 @@ fn ninja_regenerate(s: &Steps<'_>) -> Result<String, String> {
     if s.archives.is_empty() {
         return Ok(String::new());
     }
+    let mut names = escape::ninja_path(s.build_file)?;
+    for alias in s.aliases {
+        names.push(' ');
+        names.push_str(&escape::ninja_path(alias)?);
+    }
+    let (always, skew) = if s.check_always {
+        (
+            " | dtlto-bridge-clock-skew",
+            "# An archive is dated in the future: checked on every run until then.\n\
+             build dtlto-bridge-clock-skew: phony\n",
+        )
+    } else {
+        ("", "")
+    };
     Ok(format!(
         "\n# This file, written again (and reloaded by ninja) when an archive changes: its \
-         members\n# are extracted in its directory, and may be others now.\n\
+         members\n# are extracted in its directory, and may be others now. The command \
+         leaves it as it\n# is if no archive changed.\n\
          rule dtlto_bridge_regenerate\n  command = {}\n  description = dtlto-bridge link --emit \
-         (an archive changed)\n  generator = 1\n\
-         build {}: dtlto_bridge_regenerate{}\n",
+         (an archive changed?)\n  generator = 1\n  restat = 1\n\
+         {skew}build {names}: dtlto_bridge_regenerate{}{always}\n",
         escape::ninja_value(&escape::shell_line(s.regenerate.iter().map(String::as_str)))?,
-        escape::ninja_path(s.build_file)?,
         ninja_paths(s.archives)?,
     ))
 }
@@ -141,9 +160,14 @@ fn make(out: &mut String, s: &Steps<'_>) -> Result<(), String> {
     let regenerate = if s.archives.is_empty() {
         String::new()
     } else {
-        let this = escape::make_path(s.build_file)
+        let mut this = escape::make_path(s.build_file)
             .ok_or_else(|| format!("{}: make cannot name it", s.build_file))?;
-        // Never through dtlto-bridge-force: a makefile remade on every run restarts make forever.
+        for alias in s.aliases.iter().filter_map(|a| escape::make_path(a)) {
+            this.push(' ');
+            this.push_str(&alias);
+        }
+        // make starts over only when the command changed the file's date, which it does only
+        // when an archive changed; an archive dated in the future runs it on every run.
         let (named, unnamed): (Vec<&String>, Vec<&String>) = s
             .archives
             .iter()
@@ -166,7 +190,8 @@ fn make(out: &mut String, s: &Steps<'_>) -> Result<(), String> {
         ))?;
         format!(
             "\n# This file, written again (make then starts over) when an archive changes: its \
-             members\n# are extracted in its directory, and may be others now.\n\
+             members\n# are extracted in its directory, and may be others now. The command \
+             leaves it as it\n# is if no archive changed.\n\
              {note}{this}:{archives}\n\t{command}\n"
         )
     };

@@ -166,10 +166,16 @@ fn emitted_link_files_match_the_golden_files() {
                 .map(|i| i.replace("greeting.o", "greet #1 (v2).o")),
         );
         s.ok(&mut cmd);
-        // The command that writes the file again names this build's binary.
-        let got = s.read(&file).replace(BRIDGE, "dtlto-bridge");
+        // The command that writes the file again names this build's binary, and the file's
+        // absolute name this test's directory.
+        let root = s.path("");
+        let root = root.parent().unwrap().to_str().unwrap();
+        let got = s
+            .read(&file)
+            .replace(BRIDGE, "dtlto-bridge")
+            .replace(root, "/TEST");
         assert!(
-            got.contains("dtlto-bridge link --quiet --backend="),
+            got.contains("dtlto-bridge link --quiet --emit-check --backend="),
             "{got}"
         );
         let golden = dir.join(format!("link.{ext}"));

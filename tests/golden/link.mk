@@ -67,11 +67,12 @@ dtlto-bridge-link:
 dtlto-bridge-force:
 
 # This file, written again (make then starts over) when an archive changes: its members
-# are extracted in its directory, and may be others now.
-link.mk: \
+# are extracted in its directory, and may be others now. The command leaves it as it
+# is if no archive changed.
+link.mk /TEST/link\ dir/link.mk: \
     libmul.a \
     libsq.a
-	dtlto-bridge link --quiet --backend=make --wrapper= --compiler=clang-22 --emit=link.mk -- ld.lld-22 -o prog -e main main.o add.o 'greet #1 (v2).o' libmul.a libsq.a
+	dtlto-bridge link --quiet --emit-check --backend=make --wrapper= --compiler=clang-22 --emit=link.mk -- ld.lld-22 -o prog -e main main.o add.o 'greet #1 (v2).o' libmul.a libsq.a
 
 # The thin link (lld --thinlto-index-only): each module's index shard and imports list.
 # Always runs: make cannot name these inputs: 'greet #1 (v2).o'
