@@ -102,6 +102,11 @@ pub struct Archive {
 }
 
 impl Archive {
+    /// The archive's bytes, as read.
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
     /// Reads the archive at `path` as the link names it, relative to `cwd`: a thin archive's
     /// members are named relative to that path's directory, as lld names them.
     pub fn read(path: &Utf8Path, cwd: &Utf8Path) -> Result<Archive, String> {

@@ -1,11 +1,13 @@
-//! Fingerprint: what a file is now (device, inode, size, modification and change times), so
-//! that an emitted link's own rule can tell whether one of its archives changed since it was
-//! written, whatever the clocks say; and which files are dated in the future.
+//! Fingerprint: what an emitted link's archives were when it was written (their metadata and
+//! the digest of the bytes read), so that its own rule, once the build tool runs it, can tell
+//! whether one really changed; and which of them are dated in the future.
 //!
 //! It knows file metadata and the one file it keeps the fingerprints in; it does not know
-//! what the files are for or run anything.
+//! what the files are for, nor when the build tool runs the rule (it goes by dates).
 
 use camino::Utf8Path;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest as _, Sha256};
 use std::collections::BTreeMap;
 use std::fs;
 use std::os::unix::fs::MetadataExt;
@@ -14,9 +16,36 @@ use std::time::SystemTime;
 /// The file, in an emitted link's directory, that holds its archives' fingerprints.
 const FILE: &str = "archives.json";
 
-type Print = [i64; 7];
+/// Device, inode, size, modification and change times.
+type Stat = [i64; 7];
 
-fn of(path: &Utf8Path) -> Option<Print> {
+/// An archive as it was read.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Print {
+    stat: Option<Stat>,
+    sha256: String,
+}
+
+impl Print {
+    /// The fingerprint of `bytes`, read from a file whose metadata, taken before reading, was
+    /// `stat`.
+    pub fn new(stat: Option<Stat>, bytes: &[u8]) -> Print {
+        Print {
+            stat,
+            sha256: hex(&Sha256::digest(bytes)),
+        }
+    }
+}
+
+/// The fingerprints an emit recorded, and whether an archive was dated in the future then.
+#[derive(Debug, Serialize, Deserialize)]
+struct Record {
+    skewed: bool,
+    archives: BTreeMap<String, Print>,
+}
+
+/// The file's metadata now, if it is there.
+pub fn stat(path: &Utf8Path) -> Option<Stat> {
     let m = fs::metadata(path).ok()?;
     Some([
         m.dev() as i64,
@@ -29,33 +58,66 @@ fn of(path: &Utf8Path) -> Option<Print> {
     ])
 }
 
-/// Records the fingerprints of `files` (relative to `cwd`) in `dir`.
-pub fn record(dir: &Utf8Path, cwd: &Utf8Path, files: &[String]) -> Result<(), String> {
-    let prints: BTreeMap<&str, Option<Print>> = files
-        .iter()
-        .map(|f| (f.as_str(), of(&cwd.join(f))))
-        .collect();
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Records the archives' fingerprints in `dir`.
+pub fn record(
+    dir: &Utf8Path,
+    archives: BTreeMap<String, Print>,
+    skewed: bool,
+) -> Result<(), String> {
     let path = dir.join(FILE);
-    let text = serde_json::to_string(&prints).expect("JSON of numbers");
+    let text = serde_json::to_string(&Record { skewed, archives }).expect("JSON of strings");
     fs::write(&path, text).map_err(|e| format!("write {path}: {e}"))
 }
 
-/// Whether every file recorded in `dir` is still what it was (false if nothing was recorded).
-pub fn unchanged(dir: &Utf8Path, cwd: &Utf8Path) -> bool {
-    let Ok(text) = fs::read_to_string(dir.join(FILE)) else {
-        return false;
+/// Whether the link emitted with `dir` must be emitted again: an archive's bytes changed (its
+/// metadata alone changing, as by `touch`, is noted and is no change), or nothing was recorded,
+/// or an archive is dated in the future where none was, or none is any more where one was (the
+/// file gets or drops the rule that checks on every run).
+pub fn changed(dir: &Utf8Path, cwd: &Utf8Path) -> bool {
+    let Some(mut record) = fs::read_to_string(dir.join(FILE))
+        .ok()
+        .and_then(|text| serde_json::from_str::<Record>(&text).ok())
+    else {
+        return true;
     };
-    let Ok(prints) = serde_json::from_str::<BTreeMap<String, Option<Print>>>(&text) else {
-        return false;
-    };
-    !prints.is_empty()
-        && prints
-            .iter()
-            .all(|(f, print)| print.is_some() && of(&cwd.join(f)) == *print)
+    let mut noted = false;
+    for (file, print) in record.archives.iter_mut() {
+        let path = cwd.join(file);
+        let now = stat(&path);
+        if now.is_some() && now == print.stat {
+            continue;
+        }
+        match fs::read(&path) {
+            Ok(bytes) if Print::new(now, &bytes).sha256 == print.sha256 => {
+                print.stat = now;
+                noted = true;
+            }
+            _ => return true,
+        }
+    }
+    // Dated in the future now, or no longer: the file gets, or drops, the rule that checks on
+    // every run.
+    let files: Vec<String> = record.archives.keys().cloned().collect();
+    if record.skewed == future(cwd, &files).is_empty() {
+        return true;
+    }
+    if noted {
+        let _ = record_again(dir, &record);
+    }
+    false
+}
+
+fn record_again(dir: &Utf8Path, record: &Record) -> std::io::Result<()> {
+    let text = serde_json::to_string(record).expect("JSON of strings");
+    fs::write(dir.join(FILE), text)
 }
 
 /// The files among `files` (relative to `cwd`) dated later than now.
-pub fn future<'a>(cwd: &Utf8Path, files: &'a [String]) -> Vec<&'a str> {
+pub fn future(cwd: &Utf8Path, files: &[String]) -> Vec<String> {
     let now = SystemTime::now();
     files
         .iter()
@@ -64,7 +126,7 @@ pub fn future<'a>(cwd: &Utf8Path, files: &'a [String]) -> Vec<&'a str> {
                 .and_then(|m| m.modified())
                 .is_ok_and(|t| t > now)
         })
-        .map(String::as_str)
+        .cloned()
         .collect()
 }
 
@@ -72,39 +134,57 @@ pub fn future<'a>(cwd: &Utf8Path, files: &'a [String]) -> Vec<&'a str> {
 mod tests {
     use super::*;
     use camino::Utf8PathBuf;
+    use std::time::Duration;
+
+    fn date(path: &Utf8Path, when: SystemTime) {
+        fs::File::options()
+            .write(true)
+            .open(path)
+            .unwrap()
+            .set_modified(when)
+            .unwrap();
+    }
 
     #[test]
-    fn a_rewritten_or_removed_file_is_a_change_whatever_its_date() {
+    fn only_new_bytes_are_a_change_and_a_future_date_is_checked_until_it_passes() {
         let tmp = tempfile::tempdir().unwrap();
         let cwd = Utf8PathBuf::from_path_buf(tmp.path().to_path_buf()).unwrap();
+        let print = |name: &str| {
+            let path = cwd.join(name);
+            let s = stat(&path);
+            (name.to_string(), Print::new(s, &fs::read(&path).unwrap()))
+        };
         fs::write(cwd.join("a"), "one").unwrap();
         fs::write(cwd.join("b"), "two").unwrap();
-        let files = vec!["a".to_string(), "b".to_string()];
-        assert!(!unchanged(&cwd, &cwd), "nothing recorded");
-        record(&cwd, &cwd, &files).unwrap();
-        assert!(unchanged(&cwd, &cwd));
-        // Rewritten with the same size and dated back to where it was: the change time tells.
+        assert!(changed(&cwd, &cwd), "nothing recorded");
+        record(&cwd, [print("a"), print("b")].into(), false).unwrap();
+        assert!(!changed(&cwd, &cwd));
+        // Touched, or rewritten with the same bytes: no change (and noted, not hashed again).
+        date(&cwd.join("a"), SystemTime::now() - Duration::from_secs(5));
+        fs::write(cwd.join("b"), "two").unwrap();
+        assert!(!changed(&cwd, &cwd));
+        // Rewritten with other bytes of the same size, dated back: a change.
         let before = fs::metadata(cwd.join("a")).unwrap().modified().unwrap();
-        std::thread::sleep(std::time::Duration::from_millis(20));
         fs::write(cwd.join("a"), "uno").unwrap();
-        fs::File::options()
-            .write(true)
-            .open(cwd.join("a"))
-            .unwrap()
-            .set_modified(before)
-            .unwrap();
-        assert!(!unchanged(&cwd, &cwd));
-        record(&cwd, &cwd, &files).unwrap();
+        date(&cwd.join("a"), before);
+        assert!(changed(&cwd, &cwd));
+        // Removed: a change.
+        record(&cwd, [print("a"), print("b")].into(), false).unwrap();
         fs::remove_file(cwd.join("b")).unwrap();
-        assert!(!unchanged(&cwd, &cwd));
-        assert!(future(&cwd, &files).is_empty());
-        let later = SystemTime::now() + std::time::Duration::from_secs(3600);
-        fs::File::options()
-            .write(true)
-            .open(cwd.join("a"))
-            .unwrap()
-            .set_modified(later)
-            .unwrap();
+        assert!(changed(&cwd, &cwd));
+        // Dated in the future: no change while it is; once it is not, emitted again.
+        let files = ["a".to_string()];
+        record(&cwd, [print("a")].into(), false).unwrap();
+        date(
+            &cwd.join("a"),
+            SystemTime::now() + Duration::from_secs(3600),
+        );
         assert_eq!(future(&cwd, &files), ["a"]);
+        assert!(changed(&cwd, &cwd), "dated in the future since");
+        record(&cwd, [print("a")].into(), true).unwrap();
+        assert!(!changed(&cwd, &cwd));
+        date(&cwd.join("a"), SystemTime::now() - Duration::from_secs(1));
+        assert!(future(&cwd, &files).is_empty());
+        assert!(changed(&cwd, &cwd), "the clocks agree again");
     }
 }

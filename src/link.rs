@@ -9,6 +9,7 @@
 use crate::archive::{self, Archive, Kind};
 use crate::cli::LinkArgs;
 use crate::escape;
+use crate::fingerprint::Print;
 use crate::ldargs::{self, Backend, Word};
 use crate::process::{self, Watch};
 use crate::report::{self, Fail};
@@ -68,8 +69,7 @@ pub fn link(args: &LinkArgs, jobserver: jobserver::FromEnv, watch: &Watch) -> Re
         // writes it again is its own.
         let (file, aliases) = file_names(&cwd, file);
         let file = &file;
-        if args.emit_check
-            && crate::fingerprint::unchanged(&cwd.join(format!("{file}.dtlto")), &cwd)
+        if args.emit_check && !crate::fingerprint::changed(&cwd.join(format!("{file}.dtlto")), &cwd)
         {
             return Ok(());
         }
@@ -146,8 +146,15 @@ struct Plan {
 }
 
 impl Plan {
-    fn new(command: &LinkCommand, cwd: &Utf8Path, dir: &Utf8Path, rel: &str) -> Result<Plan, Fail> {
-        let items = read_inputs(&command.args, cwd, dir, rel)?;
+    /// `prints` (for `--emit`) gets the fingerprint of each archive read.
+    fn new(
+        command: &LinkCommand,
+        cwd: &Utf8Path,
+        dir: &Utf8Path,
+        rel: &str,
+        prints: Option<&mut BTreeMap<String, Print>>,
+    ) -> Result<Plan, Fail> {
+        let items = read_inputs(&command.args, cwd, dir, rel, prints)?;
         let modules: BTreeMap<String, bool> = items
             .iter()
             .flat_map(|item| match item {
@@ -281,7 +288,7 @@ fn flow(
         .canonicalize_utf8()
         .map_err(|e| Fail::environment(format!("find {private}: {e}")))?;
     let rel = relative(cwd, &private_abs);
-    let plan = Plan::new(command, cwd, private, &rel)?;
+    let plan = Plan::new(command, cwd, private, &rel, None)?;
     if plan.modules.is_empty() {
         report::note("link: no input is bitcode; linking as it is");
         return final_link(command, &command.args, private, watch);
@@ -376,7 +383,8 @@ fn emit_in(
         .canonicalize_utf8()
         .map_err(|e| Fail::environment(format!("find {dir}: {e}")))?;
     let rel = relative(cwd, &abs);
-    let plan = Plan::new(command, cwd, dir, &rel)?;
+    let mut prints = BTreeMap::new();
+    let plan = Plan::new(command, cwd, dir, &rel, Some(&mut prints))?;
     if plan.modules.is_empty() {
         return Err(Fail::bad_input(
             "link --emit: no input is bitcode; there is no ThinLTO flow to write",
@@ -423,7 +431,6 @@ fn emit_in(
         }
     }
     let archives: Vec<String> = archives.into_iter().collect();
-    crate::fingerprint::record(dir, cwd, &archives).map_err(Fail::environment)?;
     // Dated in the future (clock skew): ninja and make cannot tell by dates whether it changed
     // until then, so the file's own rule looks at every run.
     let skewed = crate::fingerprint::future(cwd, &archives);
@@ -434,6 +441,7 @@ fn emit_in(
             skewed.join(", ")
         ));
     }
+    crate::fingerprint::record(dir, prints, !skewed.is_empty()).map_err(Fail::environment)?;
     let mut thin_outputs = vec![plan.list.clone()];
     for native in outputs.values() {
         thin_outputs.push(format!("{native}.thinlto.bc"));
@@ -494,7 +502,7 @@ fn invoked_as(cwd: &Utf8Path) -> Result<String, Fail> {
         } else {
             Utf8PathBuf::from_path_buf(which::which(a).ok()?).ok()?
         };
-        path.is_file().then(|| lexical(&path))
+        path.is_file().then(|| path.to_string())
     });
     match found {
         Some(path) => Ok(path),
@@ -841,6 +849,7 @@ fn read_inputs(
     cwd: &Utf8Path,
     private: &Utf8Path,
     rel: &str,
+    mut prints: Option<&mut BTreeMap<String, Print>>,
 ) -> Result<Vec<Item>, Fail> {
     let search = search_paths(args);
     let mut items = Vec::new();
@@ -895,11 +904,16 @@ fn read_inputs(
                 lazy: in_lib,
             }),
             Kind::Archive | Kind::ThinArchive => {
+                // Its metadata before its bytes: a change while it is read shows later.
+                let stat = crate::fingerprint::stat(&cwd.join(&path));
                 let read =
                     Archive::read(&path, cwd).map_err(|e| Fail::bad_input(format!("link: {e}")))?;
                 if !read.has_bitcode() {
                     items.push(as_given());
                     continue;
+                }
+                if let Some(prints) = prints.as_deref_mut() {
+                    prints.insert(path.to_string(), Print::new(stat, read.bytes()));
                 }
                 archives += 1;
                 let dir = private.join("x").join(archives.to_string());
@@ -1316,7 +1330,7 @@ mod tests {
             "-Bstatic",
             "-lq",
         ]);
-        let items = read_inputs(&args, &cwd, &cwd.join("p"), "p").unwrap();
+        let items = read_inputs(&args, &cwd, &cwd.join("p"), "p", None).unwrap();
         let groups: Vec<(&str, bool, Vec<&str>)> = items
             .iter()
             .filter_map(|i| match i {
@@ -1341,6 +1355,7 @@ mod tests {
             &cwd,
             &cwd.join("p"),
             "p",
+            None,
         );
         let err = whole.err().unwrap().message;
         assert!(err.contains("libx.a: member README is neither"), "{err}");
@@ -1349,6 +1364,7 @@ mod tests {
             &cwd,
             &cwd.join("p"),
             "p",
+            None,
         );
         let err = pop.err().unwrap().message;
         assert!(err.contains("--pop-state without a --push-state"), "{err}");

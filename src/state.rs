@@ -15,6 +15,10 @@ use std::time::{SystemTime, UNIX_EPOCH};
 /// The prefix of every run's private directory in TMPDIR.
 pub const PREFIX: &str = "dtlto-bridge-";
 const OWNER: &str = "owner.lock";
+/// The owner lock while the directory is being set up (locked, then renamed to `OWNER`).
+const OWNER_NEW: &str = "owner.lock.new";
+/// Says the directory was kept (`--keep`): the user's now, never removed.
+const KEPT: &str = "kept";
 
 /// A run's private directory; removed when dropped, unless kept.
 pub struct StateDir {
@@ -59,7 +63,7 @@ impl StateDir {
         let dir = Utf8PathBuf::from_path_buf(temp.path().to_path_buf())
             .map_err(|p| format!("use temporary directory {}: not UTF-8", p.display()))?;
         // Locked under another name first, so a scan never finds the lock file unlocked.
-        let new = dir.join("owner.lock.new");
+        let new = dir.join(OWNER_NEW);
         let owner = File::create(&new).map_err(|e| format!("create {new}: {e}"))?;
         owner.lock().map_err(|e| format!("lock {new}: {e}"))?;
         fs::rename(&new, dir.join(OWNER)).map_err(|e| format!("rename {new}: {e}"))?;
@@ -87,6 +91,7 @@ impl StateDir {
 
     /// Keeps the directory after the run, and returns its path; a later run never removes it.
     pub fn keep(mut self) -> Utf8PathBuf {
+        let _ = fs::write(self.dir.join(KEPT), "kept by --keep\n");
         let _ = fs::remove_file(self.dir.join(OWNER));
         if let Some(t) = self.temp.take() {
             let _ = t.keep();
@@ -128,10 +133,10 @@ fn why_not_dead(path: &Path) -> &'static str {
     let uid = unsafe { libc::getuid() };
     match fs::symlink_metadata(path) {
         Ok(meta) if meta.is_dir() && meta.uid() == uid => {
-            if path.join(OWNER).exists() {
-                "is another live run's"
-            } else {
+            if path.join(KEPT).exists() {
                 "was kept (--keep): remove it, and relinks use one directory again"
+            } else {
+                "is another live run's"
             }
         }
         _ => "is not a directory of this user's",
@@ -151,22 +156,26 @@ fn remove_if_dead(path: &Path) -> bool {
     if !meta.is_dir() || meta.uid() != uid {
         return false;
     }
-    let Ok(lock) = File::open(path.join(OWNER)) else {
+    // A run that died while setting its directory up left only the lock's first name.
+    let Some((name, lock)) = [OWNER, OWNER_NEW]
+        .into_iter()
+        .find_map(|name| Some((name, File::open(path.join(name)).ok()?)))
+    else {
         return false;
     };
     let (Ok(()), Ok(held)) = (lock.try_lock(), lock.metadata()) else {
         return false;
     };
-    bury(path, &held)
+    bury(path, name, &held)
 }
 
 /// Removes `path` if its owner lock file is still `held`'s (the caller keeps that file open, so
 /// its inode is not reused): renamed aside first, then checked again, and put back, never over
 /// another directory, if a live run replaced it meanwhile. (Three runs of one link racing for
 /// its name can still leave a live run's directory aside; that run then fails.)
-fn bury(path: &Path, held: &fs::Metadata) -> bool {
+fn bury(path: &Path, lock: &str, held: &fs::Metadata) -> bool {
     let same = |dir: &Path| {
-        fs::metadata(dir.join(OWNER)).is_ok_and(|m| m.dev() == held.dev() && m.ino() == held.ino())
+        fs::metadata(dir.join(lock)).is_ok_and(|m| m.dev() == held.dev() && m.ino() == held.ino())
     };
     if !same(path) {
         return false;
@@ -378,7 +387,7 @@ mod tests {
         File::create(path.join("keep")).unwrap();
         File::create(path.join(OWNER)).unwrap();
         assert!(
-            !bury(&path, &found),
+            !bury(&path, OWNER, &found),
             "another run's directory is not removed"
         );
         assert!(path.join("keep").exists());
@@ -388,7 +397,7 @@ mod tests {
             "nor moved aside"
         );
         let now = fs::metadata(path.join(OWNER)).unwrap();
-        assert!(bury(&path, &now));
+        assert!(bury(&path, OWNER, &now));
         assert!(!path.exists());
         assert_eq!(
             fs::read_dir(tmp.path()).unwrap().count(),
@@ -413,8 +422,11 @@ mod tests {
         let held = File::create(live.join(OWNER)).unwrap();
         held.lock().unwrap();
         let kept = make(); // no owner lock: kept, or a test root
+        let setting_up = make(); // died before its lock had its name
+        File::create(setting_up.join(OWNER_NEW)).unwrap();
         remove_dead(tmp.path());
         assert!(!dead.exists());
+        assert!(!setting_up.exists());
         assert!(live.exists());
         assert!(kept.exists());
     }
