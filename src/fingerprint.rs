@@ -68,9 +68,18 @@ pub fn record(
     archives: BTreeMap<String, Print>,
     skewed: bool,
 ) -> Result<(), String> {
-    let path = dir.join(FILE);
-    let text = serde_json::to_string(&Record { skewed, archives }).expect("JSON of strings");
-    fs::write(&path, text).map_err(|e| format!("write {path}: {e}"))
+    write(dir, &Record { skewed, archives }).map_err(|e| format!("write {dir}/{FILE}: {e}"))
+}
+
+/// Writes the record whole (a temporary name, then renamed), so a check never reads half.
+fn write(dir: &Utf8Path, record: &Record) -> std::io::Result<()> {
+    let text = serde_json::to_string(record).expect("JSON of strings");
+    let partial = dir.join(format!("{FILE}.{}.partial", std::process::id()));
+    fs::write(&partial, text)
+        .and_then(|()| fs::rename(&partial, dir.join(FILE)))
+        .inspect_err(|_| {
+            let _ = fs::remove_file(&partial);
+        })
 }
 
 /// Whether the link emitted with `dir` must be emitted again: an archive's bytes changed (its
@@ -106,14 +115,9 @@ pub fn changed(dir: &Utf8Path, cwd: &Utf8Path) -> bool {
         return true;
     }
     if noted {
-        let _ = record_again(dir, &record);
+        let _ = write(dir, &record);
     }
     false
-}
-
-fn record_again(dir: &Utf8Path, record: &Record) -> std::io::Result<()> {
-    let text = serde_json::to_string(record).expect("JSON of strings");
-    fs::write(dir.join(FILE), text)
 }
 
 /// The files among `files` (relative to `cwd`) dated later than now.
@@ -163,6 +167,14 @@ mod tests {
         date(&cwd.join("a"), SystemTime::now() - Duration::from_secs(5));
         fs::write(cwd.join("b"), "two").unwrap();
         assert!(!changed(&cwd, &cwd));
+        let saved: Record =
+            serde_json::from_str(&fs::read_to_string(cwd.join(FILE)).unwrap()).unwrap();
+        assert_eq!(
+            saved.archives["a"].stat,
+            stat(&cwd.join("a")),
+            "noted, not hashed again"
+        );
+        assert_eq!(saved.archives["b"].stat, stat(&cwd.join("b")));
         // Rewritten with other bytes of the same size, dated back: a change.
         let before = fs::metadata(cwd.join("a")).unwrap().modified().unwrap();
         fs::write(cwd.join("a"), "uno").unwrap();

@@ -69,6 +69,9 @@ pub fn link(args: &LinkArgs, jobserver: jobserver::FromEnv, watch: &Watch) -> Re
         // writes it again is its own.
         let (file, aliases) = file_names(&cwd, file);
         let file = &file;
+        // One emit at a time in FILE's directory (two runs of its own rule at once would
+        // each replace FILE.dtlto/); the second then finds nothing changed.
+        let _one = lock_directory(&cwd.join(file))?;
         if args.emit_check && !crate::fingerprint::changed(&cwd.join(format!("{file}.dtlto")), &cwd)
         {
             return Ok(());
@@ -383,6 +386,9 @@ fn emit_in(
         .canonicalize_utf8()
         .map_err(|e| Fail::environment(format!("find {dir}: {e}")))?;
     let rel = relative(cwd, &abs);
+    // FILE is dated when the first archive was read, so an archive rewritten since is newer
+    // and its own rule looks at it.
+    let started = std::time::SystemTime::now();
     let mut prints = BTreeMap::new();
     let plan = Plan::new(command, cwd, dir, &rel, Some(&mut prints))?;
     if plan.modules.is_empty() {
@@ -476,6 +482,12 @@ fn emit_in(
     .map_err(|e| Fail::bad_input(format!("link --emit: render {file}: {e}")))?;
     let partial = cwd.join(format!("{file}.{}.partial", std::process::id()));
     fs::write(&partial, text)
+        .and_then(|()| {
+            fs::File::options()
+                .write(true)
+                .open(&partial)?
+                .set_modified(started)
+        })
         .and_then(|()| fs::rename(&partial, cwd.join(file)))
         .map_err(|e| {
             let _ = fs::remove_file(&partial);
@@ -490,6 +502,16 @@ fn emit_in(
         ));
     }
     Ok(())
+}
+
+/// Locks the directory that holds `file` until the returned handle is dropped (blocking).
+fn lock_directory(file: &Utf8Path) -> Result<fs::File, Fail> {
+    let dir = file.parent().unwrap_or(Utf8Path::new("."));
+    let handle = fs::File::open(dir).map_err(|e| Fail::environment(format!("open {dir}: {e}")))?;
+    handle
+        .lock()
+        .map_err(|e| Fail::environment(format!("lock {dir}: {e}")))?;
+    Ok(handle)
 }
 
 /// This program as it was run (absolute, found on PATH if named bare), not where a symbolic

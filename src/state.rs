@@ -17,6 +17,8 @@ pub const PREFIX: &str = "dtlto-bridge-";
 const OWNER: &str = "owner.lock";
 /// The owner lock while the directory is being set up (locked, then renamed to `OWNER`).
 const OWNER_NEW: &str = "owner.lock.new";
+/// How old an unlocked `OWNER_NEW` must be to be a dead run's.
+const SETUP_AGE: std::time::Duration = std::time::Duration::from_secs(60);
 /// Says the directory was kept (`--keep`): the user's now, never removed.
 const KEPT: &str = "kept";
 
@@ -156,9 +158,17 @@ fn remove_if_dead(path: &Path) -> bool {
     if !meta.is_dir() || meta.uid() != uid {
         return false;
     }
-    // A run that died while setting its directory up left only the lock's first name.
+    // A run that died while setting its directory up left only the lock's first name, which a
+    // live run locks right after creating it: found unlocked a minute later, it is dead.
+    let setting_up = |name: &str| {
+        name == OWNER_NEW
+            && fs::metadata(path.join(name))
+                .and_then(|m| m.modified())
+                .is_ok_and(|t| t.elapsed().is_ok_and(|age| age > SETUP_AGE))
+    };
     let Some((name, lock)) = [OWNER, OWNER_NEW]
         .into_iter()
+        .filter(|name| *name == OWNER || setting_up(name))
         .find_map(|name| Some((name, File::open(path.join(name)).ok()?)))
     else {
         return false;
@@ -422,11 +432,19 @@ mod tests {
         let held = File::create(live.join(OWNER)).unwrap();
         held.lock().unwrap();
         let kept = make(); // no owner lock: kept, or a test root
-        let setting_up = make(); // died before its lock had its name
+                           // Between creating its lock file and locking it, a run's directory is not dead; a
+                           // minute later it is (it died while setting up).
+        let setting_up = make();
         File::create(setting_up.join(OWNER_NEW)).unwrap();
+        let died = make();
+        File::create(died.join(OWNER_NEW))
+            .unwrap()
+            .set_modified(SystemTime::now() - 2 * SETUP_AGE)
+            .unwrap();
         remove_dead(tmp.path());
         assert!(!dead.exists());
-        assert!(!setting_up.exists());
+        assert!(setting_up.exists());
+        assert!(!died.exists());
         assert!(live.exists());
         assert!(kept.exists());
     }

@@ -522,6 +522,42 @@ fn backend_options_can_be_added_and_removed_and_a_wrapper_runs_every_job() {
     assert_eq!(fs::read_to_string(&log).unwrap().lines().count(), 5);
 }
 
+/// An archive rewritten while `link --emit` runs (after its members were extracted) is seen by
+/// the file's own rule: the file is dated when the emit began reading.
+#[test]
+fn an_archive_rewritten_during_the_emit_is_seen() {
+    let space = Space::new();
+    let inputs = hello(&space, 22);
+    fs::create_dir(space.path("d")).unwrap();
+    compile(
+        &space,
+        22,
+        "d/mul",
+        "int mul(int a, int b) { return a * b + 1; }\n",
+        &["-flto=thin"],
+    );
+    // lld, through a script that rebuilds libmul.a when the thin link starts.
+    let ld = space.write(
+        "ld.lld-rewrite",
+        "#!/bin/sh\ncase \"$1\" in --version|-v) ;; *) [ -e rewritten ] || \
+         { : > rewritten; llvm-ar-22 rc libmul.a d/mul.o; } ;; esac\nexec ld.lld-22 \"$@\"\n",
+    );
+    fs::set_permissions(&ld, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let mut cmd = space.bridge(&["link", "--emit", "l.ninja", "--", "clang-22", "-O2"]);
+    cmd.args(["-flto=thin", &format!("--ld-path={}", ld.display())]);
+    space.ok(cmd.args(["-o", "prog"]).args(&inputs));
+    assert!(space.exists("rewritten"), "the script ran");
+    space.ok(&mut space.command("ninja", &["-f", "l.ninja"]));
+    // The program says its sums are wrong, and exits 1.
+    let run = std::process::Command::new(space.path("prog"))
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&run.stdout),
+        HELLO.replace("mul=20 square=36", "mul=21 square=37")
+    );
+}
+
 #[test]
 fn an_emitted_link_is_done_by_ninja_or_make_alone() {
     for (version, format, tool) in [(22, "ninja", "ninja"), (14, "make", "make")] {
