@@ -259,15 +259,15 @@ mod tests {
             ("d/../a.o", "a.o"),
             ("../x/a.o", "../x/a.o"),
             ("../../a.o", "../../a.o"),
-            ("/work/b/a.o", "a.o"),
-            ("/work/bb/a.o", "/work/bb/a.o"),
+            ("/build/b/a.o", "a.o"),
+            ("/build/bb/a.o", "/build/bb/a.o"),
             ("/other/./a.o", "/other/a.o"),
             ("/../a.o", "/a.o"),
             (".", "."),
             ("d/..", "."),
         ];
         for (path, want) in table {
-            assert_eq!(identity(path, "/work/b"), want, "{path}");
+            assert_eq!(identity(path, "/build/b"), want, "{path}");
         }
     }
 }
