@@ -6,6 +6,7 @@
 pub mod action;
 pub mod advice;
 pub mod archive;
+pub mod atomic;
 pub mod capture;
 pub mod check;
 pub mod cli;

@@ -7,6 +7,7 @@
 //! It knows the order of those steps and how ninja and make are invoked; the details of each
 //! step live in parse, plan, render, sched, output and report.
 
+use crate::atomic::{write_atomically, Partial};
 use crate::cli::{EmitArgs, RunArgs};
 use crate::history::History;
 use crate::output;
@@ -161,67 +162,6 @@ pub fn emit(args: &EmitArgs) -> Result<(), Fail> {
         ));
     }
     Ok(())
-}
-
-/// A file being written under a temporary name beside its final one, renamed into place only
-/// when whole, so that readers (and concurrent links writing one report) never see half of it.
-struct Partial {
-    path: Utf8PathBuf,
-    partial: Utf8PathBuf,
-    file: File,
-}
-
-impl Partial {
-    /// Whether `path` can be written so: anything but a regular file (`/dev/null`, a pipe, a
-    /// terminal) is written in place, since renaming over it would replace it.
-    fn possible(path: &Utf8Path) -> bool {
-        fs::metadata(path).map_or(true, |m| m.is_file())
-    }
-
-    fn create(path: &Utf8Path) -> std::io::Result<Partial> {
-        let partial = Utf8PathBuf::from(format!("{path}.{}.partial", std::process::id()));
-        let file = File::create(&partial)?;
-        Ok(Partial {
-            path: path.to_owned(),
-            partial,
-            file,
-        })
-    }
-
-    fn file(&self) -> &File {
-        &self.file
-    }
-
-    fn commit(self) -> std::io::Result<()> {
-        let renamed = fs::rename(&self.partial, &self.path);
-        if renamed.is_err() {
-            let _ = fs::remove_file(&self.partial);
-        }
-        renamed
-    }
-
-    fn discard(self) {
-        let _ = fs::remove_file(&self.partial);
-    }
-}
-
-/// Writes `path` whole or not at all (see `Partial`).
-fn write_atomically(
-    path: &Utf8Path,
-    write: impl FnOnce(&mut &File) -> std::io::Result<()>,
-) -> std::io::Result<()> {
-    if !Partial::possible(path) {
-        let f = fs::OpenOptions::new().write(true).open(path)?;
-        return write(&mut &f);
-    }
-    let partial = Partial::create(path)?;
-    match write(&mut partial.file()) {
-        Ok(()) => partial.commit(),
-        Err(e) => {
-            partial.discard();
-            Err(e)
-        }
-    }
 }
 
 /// Everything a link needs before anything runs.
@@ -755,24 +695,4 @@ pub fn own_exe() -> Result<String, Fail> {
     exe.to_str()
         .map(str::to_string)
         .ok_or_else(|| Fail::environment("find own executable: its path is not UTF-8"))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn an_atomic_write_leaves_the_old_file_when_it_fails() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = Utf8PathBuf::from_path_buf(dir.path().join("r.json")).unwrap();
-        write_atomically(&path, |f| std::io::Write::write_all(f, b"one")).unwrap();
-        let failed = write_atomically(&path, |_| Err(std::io::Error::other("no room")));
-        assert!(failed.is_err());
-        assert_eq!(fs::read_to_string(&path).unwrap(), "one");
-        assert_eq!(
-            fs::read_dir(dir.path()).unwrap().count(),
-            1,
-            "no partial file left"
-        );
-    }
 }
