@@ -7,7 +7,6 @@
 
 use camino::Utf8Path;
 use serde::{Deserialize, Serialize};
-use sha2::{Digest as _, Sha256};
 use std::collections::BTreeMap;
 use std::fs;
 use std::os::unix::fs::MetadataExt;
@@ -32,7 +31,7 @@ impl Print {
     pub fn new(stat: Option<Stat>, bytes: &[u8]) -> Print {
         Print {
             stat,
-            sha256: hex(&Sha256::digest(bytes)),
+            sha256: crate::action::digest_of(bytes).hash,
         }
     }
 }
@@ -58,10 +57,6 @@ pub fn stat(path: &Utf8Path) -> Option<Stat> {
     ])
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 /// Records the archives' fingerprints in `dir`.
 pub fn record(
     dir: &Utf8Path,
@@ -71,15 +66,12 @@ pub fn record(
     write(dir, &Record { skewed, archives }).map_err(|e| format!("write {dir}/{FILE}: {e}"))
 }
 
-/// Writes the record whole (a temporary name, then renamed), so a check never reads half.
+/// Writes the record whole, so a check never reads half.
 fn write(dir: &Utf8Path, record: &Record) -> std::io::Result<()> {
     let text = serde_json::to_string(record).expect("JSON of strings");
-    let partial = dir.join(format!("{FILE}.{}.partial", std::process::id()));
-    fs::write(&partial, text)
-        .and_then(|()| fs::rename(&partial, dir.join(FILE)))
-        .inspect_err(|_| {
-            let _ = fs::remove_file(&partial);
-        })
+    crate::atomic::write_atomically(&dir.join(FILE), |f| {
+        std::io::Write::write_all(f, text.as_bytes())
+    })
 }
 
 /// Whether the link emitted with `dir` must be emitted again: an archive's bytes changed (its

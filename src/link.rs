@@ -480,19 +480,11 @@ fn emit_in(
         },
     )
     .map_err(|e| Fail::bad_input(format!("link --emit: render {file}: {e}")))?;
-    let partial = cwd.join(format!("{file}.{}.partial", std::process::id()));
-    fs::write(&partial, text)
-        .and_then(|()| {
-            fs::File::options()
-                .write(true)
-                .open(&partial)?
-                .set_modified(started)
-        })
-        .and_then(|()| fs::rename(&partial, cwd.join(file)))
-        .map_err(|e| {
-            let _ = fs::remove_file(&partial);
-            Fail::environment(format!("write {file}: {e}"))
-        })?;
+    crate::atomic::write_atomically(&cwd.join(file), |f| {
+        std::io::Write::write_all(f, text.as_bytes())?;
+        f.set_modified(started)
+    })
+    .map_err(|e| Fail::environment(format!("write {file}: {e}")))?;
     if !args.run.quiet {
         report::note(&format!(
             "link: wrote {file} ({} jobs; files in {rel}); link with: {} -f {}",
@@ -550,31 +542,11 @@ fn file_names(cwd: &Utf8Path, file: &Utf8Path) -> (Utf8PathBuf, Vec<String>) {
     let stored = relative.unwrap_or_else(|| file.to_owned());
     let mut aliases: Vec<String> = roots
         .iter()
-        .map(|root| lexical(&root.join(&stored)))
+        .map(|root| crate::output::identity(root.join(&stored).as_str(), "").into_owned())
         .filter(|a| a.as_str() != stored.as_str())
         .collect();
     aliases.dedup();
     (stored, aliases)
-}
-
-/// `path` with `.` and `a/..` taken out without looking at the file system.
-fn lexical(path: &Utf8Path) -> String {
-    let mut out: Vec<&str> = Vec::new();
-    for c in path.components() {
-        match c {
-            Utf8Component::CurDir => {}
-            Utf8Component::ParentDir if out.last() == Some(&"/") => {}
-            Utf8Component::ParentDir if out.last().is_some_and(|l| *l != "..") => {
-                out.pop();
-            }
-            c => out.push(c.as_str()),
-        }
-    }
-    let joined = out.join("/");
-    joined
-        .strip_prefix("//")
-        .map(|r| format!("/{r}"))
-        .unwrap_or(joined)
 }
 
 /// The command that writes `file` again, as this run wrote it: this program, and every option
@@ -1217,9 +1189,10 @@ mod tests {
 
     #[test]
     fn the_build_file_is_named_as_the_build_tool_names_it() {
-        assert_eq!(lexical("/a/./b/../c".into()), "/a/c");
-        assert_eq!(lexical("/a/../../c".into()), "/c");
-        assert_eq!(lexical("../x/./y".into()), "../x/y");
+        let lexical = |p| crate::output::identity(p, "").into_owned();
+        assert_eq!(lexical("/a/./b/../c"), "/a/c");
+        assert_eq!(lexical("/a/../../c"), "/c");
+        assert_eq!(lexical("../x/./y"), "../x/y");
         let cwd = Utf8Path::new("/nonexistent/w");
         let names = |f: &str| {
             let (stored, aliases) = file_names(cwd, f.into());
@@ -1372,23 +1345,10 @@ mod tests {
         );
         // As lld: a member it cannot link is an error where every member is linked, and so
         // is a --pop-state with nothing pushed.
-        let whole = read_inputs(
-            &words(&["--whole-archive", "libx.a"]),
-            &cwd,
-            &cwd.join("p"),
-            "p",
-            None,
-        );
-        let err = whole.err().unwrap().message;
+        let read = |w: &[&str]| read_inputs(&words(w), &cwd, &cwd.join("p"), "p", None);
+        let err = read(&["--whole-archive", "libx.a"]).err().unwrap().message;
         assert!(err.contains("libx.a: member README is neither"), "{err}");
-        let pop = read_inputs(
-            &words(&["--pop-state", "libx.a"]),
-            &cwd,
-            &cwd.join("p"),
-            "p",
-            None,
-        );
-        let err = pop.err().unwrap().message;
+        let err = read(&["--pop-state", "libx.a"]).err().unwrap().message;
         assert!(err.contains("--pop-state without a --push-state"), "{err}");
         assert_eq!(search_paths(&args), ["d2", "d1", "d3"]);
         let rooted: Vec<String> = ["--sysroot=/s", "-L=/usr/lib"].map(String::from).to_vec();
