@@ -48,8 +48,10 @@ impl StateDir {
         let tmp = std::env::temp_dir();
         let path = tmp.join(format!("{PREFIX}{name}"));
         let random = |why: String| StateDir::create().map(|dir| (dir, Some(why)));
-        if fs::symlink_metadata(&path).is_ok() && !remove_if_dead(&path) {
-            return random(format!("{} {}", path.display(), why_not_dead(&path)));
+        if fs::symlink_metadata(&path).is_ok() {
+            if let Err(why) = remove_if_dead(&path) {
+                return random(format!("{} {why}", path.display()));
+            }
         }
         match private(&format!("{PREFIX}{name}"))
             .rand_bytes(0)
@@ -124,39 +126,25 @@ pub fn remove_dead(tmp: &Path) {
     };
     for entry in entries.flatten() {
         if entry.file_name().to_string_lossy().starts_with(PREFIX) {
-            remove_if_dead(&entry.path());
+            let _ = remove_if_dead(&entry.path());
         }
-    }
-}
-
-/// Why `path`, which `remove_if_dead` left, is not a dead run's directory.
-fn why_not_dead(path: &Path) -> &'static str {
-    // SAFETY: getuid has no preconditions.
-    let uid = unsafe { libc::getuid() };
-    match fs::symlink_metadata(path) {
-        Ok(meta) if meta.is_dir() && meta.uid() == uid => {
-            if path.join(KEPT).exists() {
-                "was kept (--keep): remove it, and relinks use one directory again"
-            } else {
-                "is another live run's"
-            }
-        }
-        _ => "is not a directory of this user's",
     }
 }
 
 /// Removes `path` if it is a private directory of this user that a dead run left (its owner
-/// lock is free), and says whether it is gone. It is first renamed to a name of its own and
+/// lock is free), or says why it is not one. It is first renamed to a name of its own and
 /// removed only if it still holds the lock file found free, so a run that has meanwhile
 /// replaced it with a live directory of the same name keeps it.
-fn remove_if_dead(path: &Path) -> bool {
+fn remove_if_dead(path: &Path) -> Result<(), &'static str> {
+    const LIVE: &str = "is another live run's";
     // SAFETY: getuid has no preconditions.
     let uid = unsafe { libc::getuid() };
-    let Ok(meta) = fs::symlink_metadata(path) else {
-        return false;
-    };
-    if !meta.is_dir() || meta.uid() != uid {
-        return false;
+    match fs::symlink_metadata(path) {
+        Ok(meta) if meta.is_dir() && meta.uid() == uid => {}
+        _ => return Err("is not a directory of this user's"),
+    }
+    if path.join(KEPT).exists() {
+        return Err("was kept (--keep): remove it, and relinks use one directory again");
     }
     // A run that died while setting its directory up left only the lock's first name, which a
     // live run locks right after creating it: found unlocked a minute later, it is dead.
@@ -171,12 +159,12 @@ fn remove_if_dead(path: &Path) -> bool {
         .filter(|name| *name == OWNER || setting_up(name))
         .find_map(|name| Some((name, File::open(path.join(name)).ok()?)))
     else {
-        return false;
+        return Err(LIVE);
     };
     let (Ok(()), Ok(held)) = (lock.try_lock(), lock.metadata()) else {
-        return false;
+        return Err(LIVE);
     };
-    bury(path, name, &held)
+    bury(path, name, &held).then_some(()).ok_or(LIVE)
 }
 
 /// Removes `path` if its owner lock file is still `held`'s (the caller keeps that file open, so
