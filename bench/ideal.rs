@@ -18,7 +18,7 @@ fn main() {
     }
     let path = path.expect("usage: ideal [-jN] JOBS.json");
     let text = std::fs::read_to_string(&path).expect("read the job file");
-    let file = dtlto_bridge::parse::parse(&text).expect("parse the job file");
+    let file = dtlto_bridge::job::parse(&text).expect("parse the job file");
     let next = AtomicUsize::new(0);
     let failed = AtomicBool::new(false);
     std::thread::scope(|s| {

@@ -2,6 +2,8 @@
 # Installs what dtlto-bridge needs, when missing, from Debian bookworm (its security suite
 # carries clang-22 and lld-22; needs root or sudo):
 #   scripts/setup.sh           what a link needs: clang-22, lld-22, llvm-22, ninja, make
+#   scripts/setup.sh --fast    what the fast tests need (scripts/test.sh fast): ninja and make
+#                              alone (Debian's make 4.3 and ninja 1.11), no LLVM, no Python
 #   scripts/setup.sh --tests   and what the tests need: distcc, procps, bsdutils, cmake,
 #                              python3-venv, clang and lld 14 and 19 (for `link` on older
 #                              LLVM), and make 4.4.1, ninja 1.13.2 and BuildGrid 0.2.53
@@ -9,13 +11,17 @@
 #                              virtualenv, so they never shadow Debian's)
 set -euo pipefail
 tests=false
+fast=false
 [ "${1:-}" = --tests ] && tests=true
+[ "${1:-}" = --fast ] && fast=true
 
 need=()
 want() { command -v "$1" >/dev/null || need+=("$2"); }
-want clang-22 clang-22
-want ld.lld-22 lld-22
-want llvm-ar-22 llvm-22
+if ! $fast; then
+  want clang-22 clang-22
+  want ld.lld-22 lld-22
+  want llvm-ar-22 llvm-22
+fi
 want ninja ninja-build
 want make make
 if $tests; then
@@ -57,6 +63,7 @@ if $tests; then
 fi
 
 tools=(clang-22 ld.lld-22 llvm-ar-22 ninja make cargo)
+$fast && tools=(ninja make cargo)
 $tests && tools+=(distcc distccd ps script cmake python3 clang-14 ld.lld-14 clang-19 ld.lld-19)
 for tool in "${tools[@]}"; do
   command -v "$tool" >/dev/null || { echo "setup: $tool is still missing" >&2; exit 1; }

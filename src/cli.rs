@@ -153,7 +153,7 @@ fn explain(e: &clap::Error) -> String {
             None => format!(
                 "{} {}: invalid value{cause}{}{by_linker}",
                 arg.split(' ').next().unwrap_or(&arg),
-                crate::escape::shell_word(&value),
+                crate::render::escape::shell_word(&value),
                 valid.unwrap_or_default()
             ),
         },
@@ -350,10 +350,10 @@ fn pool_slots(text: &str) -> Result<usize, String> {
     let n: usize = text
         .parse()
         .map_err(|_| format!("{text:?} is not a number"))?;
-    if n > crate::pool::MAX_SLOTS {
+    if n > crate::exec::pool::MAX_SLOTS {
         return Err(format!(
             "a pool has at most {} slots",
-            crate::pool::MAX_SLOTS
+            crate::exec::pool::MAX_SLOTS
         ));
     }
     Ok(n)
@@ -491,7 +491,7 @@ impl RemoteArgs {
             }
         }
         Ok(Some(crate::remote::Options {
-            target: crate::reapi::Target {
+            target: crate::remote::reapi::Target {
                 url: url.clone(),
                 instance: self.remote_instance.clone(),
                 headers,

@@ -1,38 +1,69 @@
-//! dtlto-bridge as a library: the pipeline parse → plan → render → run → report, one module
-//! each, for the binary and for tests that check the renderers against the real tools.
+//! dtlto-bridge as a library: the command-line program's layers, one folder each, imported one
+//! way only (each may use those listed before it):
 //!
-//! It holds no logic of its own; `main.rs` is the command-line entry point.
+//! `fsutil` → `job` → `render` → `report` → `remote` → `exec` → `cli` → `cmd` → `link`
+//!
+//! It exposes only what tests and the bench need — the job model (`job`) and the renderers
+//! (`render`) — and `main`, the program's entry point; everything else is private.
 
-pub mod action;
-pub mod advice;
-pub mod archive;
-pub mod atomic;
-pub mod capture;
-pub mod check;
-pub mod cli;
-pub mod doctor;
-pub mod escape;
-pub mod fingerprint;
-pub mod history;
-pub mod launcher;
-pub mod ldargs;
-pub mod link;
-pub mod linkfile;
-pub mod output;
-pub mod parse;
-pub mod plan;
-pub mod pool;
-pub mod process;
-pub mod progress;
-pub mod proto;
-pub mod reapi;
-pub mod record;
-pub mod remote;
+mod cli;
+mod cmd;
+mod exec;
+mod fsutil;
+pub mod job;
+mod link;
+mod remote;
 pub mod render;
-pub mod report;
-pub mod rexec;
-pub mod run;
-pub mod sched;
-pub mod slots;
-pub mod state;
-pub mod wrapper;
+mod report;
+
+use cli::Command;
+use exec::process;
+use report::Fail;
+
+/// The program: parses the command line, dispatches, prints the error; returns the exit code.
+pub fn main() -> i32 {
+    let cli = cli::parse();
+    match &cli.command {
+        Some(Command::Job(args)) => exec::launcher::main(&args.state_dir, args.index),
+        Some(Command::Emit(args)) => code(cmd::run::emit(args)),
+        Some(Command::Doctor(args)) => code(cmd::doctor::doctor(args)),
+        Some(Command::Check(args)) => code(cmd::check::check(args)),
+        Some(Command::Rexec(args)) => match cmd::rexec::rexec(args) {
+            Ok(code) => code,
+            Err(fail) => code(Err(fail)),
+        },
+        Some(Command::Link(args)) => {
+            supervised(|jobserver, watch| link::link(args, jobserver, watch))
+        }
+        None => supervised(|jobserver, watch| cmd::run::run(&cli.run, jobserver, watch)),
+    }
+}
+
+/// Runs a link under the signal watch, the parent's jobserver probed first.
+fn supervised(body: impl FnOnce(jobserver::FromEnv, &process::Watch) -> Result<(), Fail>) -> i32 {
+    // First, before any descriptor of our own is opened.
+    let jobserver = exec::slots::probe();
+    match process::Watch::start() {
+        Ok(watch) => {
+            let code = code(body(jobserver, &watch));
+            // A signal that came at the end still counts; one that comes from now on
+            // ends the process at once.
+            match watch.finish() {
+                Some(sig) if code == 0 => process::exit_code(sig),
+                _ => code,
+            }
+        }
+        Err(e) => code(Err(Fail::environment(format!("watch signals: {e}")))),
+    }
+}
+
+/// The exit code of a result; a failure is printed here, the one place that prints it.
+fn code(result: Result<(), Fail>) -> i32 {
+    match result {
+        Ok(()) => 0,
+        Err(fail) => {
+            report::error(&fail.message);
+            fail.code
+        }
+    }
+}

@@ -1,0 +1,704 @@
+//! Run: carries out one link's jobs in four steps: prepare (load and check the job file, write
+//! the build file into a private directory, decide where slots come from), execute (the
+//! scheduler serves the launchers that the build tool starts), settle (every launcher gone,
+//! outputs checked, the traces of unfinished jobs removed), conclude (failures first, then the
+//! records, the history and the summary).
+//!
+//! It knows the order of those steps and how ninja and make are invoked; the details of each
+//! step live in parse, plan, render, sched, output and report.
+
+use crate::cli::{EmitArgs, RunArgs};
+use crate::exec::dir::{self, StateDir};
+use crate::exec::process::{self, Watch};
+use crate::exec::sched::Policy;
+use crate::exec::server::{self, Server, Setup};
+use crate::exec::slots::{self, Source, Supply};
+use crate::fsutil::{write_atomically, Partial};
+use crate::job::check;
+use crate::job::outcome::{self, Outcome};
+use crate::job::output;
+use crate::job::parse::{self, JobFile};
+use crate::render::{self, Format, RunHooks};
+use crate::report::history::History;
+use crate::report::record;
+use crate::report::{self, Fail};
+use camino::{Utf8Path, Utf8PathBuf};
+use std::fs::{self, File};
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::{Command, ExitStatus, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Launchers started beyond the slots a link can use, so that the scheduler has a choice of
+/// ready jobs when a slot frees.
+const WAITING: usize = 64;
+/// How long settling waits for launchers to go after the build tool is gone.
+const LAUNCHERS_GONE: Duration = Duration::from_secs(5);
+/// How long the build tool has to stop by itself after a cancelling signal.
+const TOOL_STOPS: Duration = Duration::from_secs(5);
+
+/// Reads a job file; its text stays for the life of the process (the jobs borrow from it, and
+/// a run's threads use them to the end).
+fn read(path: &Utf8Path) -> Result<&'static str, Fail> {
+    let text = fs::read_to_string(path)
+        .map_err(|e| Fail::bad_input(format!("read job file {path}: {e}")))?;
+    Ok(Box::leak(text.into_boxed_str()))
+}
+
+/// Reads and parses a job file.
+fn parse_file(path: &Utf8Path) -> Result<JobFile<'static>, Fail> {
+    let text = read(path)?;
+    parse::parse(text).map_err(|e| Fail::bad_input(format!("parse job file {path}: {e}")))
+}
+
+/// Reads, parses and checks a job file; every problem is bad input.
+fn load(path: &Utf8Path, cwd: &str) -> Result<JobFile<'static>, Fail> {
+    let file = parse_file(path)?;
+    check::check(&file, cwd).map_err(|e| Fail::bad_input(format!("check job file {path}: {e}")))?;
+    Ok(file)
+}
+
+fn cwd() -> Result<(PathBuf, String), Fail> {
+    let dir = std::env::current_dir()
+        .map_err(|e| Fail::environment(format!("find the current directory: {e}")))?;
+    let text = dir.to_string_lossy().into_owned();
+    Ok((dir, text))
+}
+
+fn wrapper(arg: &crate::cli::WrapperArg) -> Result<Vec<String>, Fail> {
+    arg.words().map_err(Fail::bad_input)
+}
+
+/// The missing inputs of a job file, `count` of them, the `shown` ones one line each, or None
+/// when all exist.
+fn missing_list(file: &JobFile<'_>, count: usize, shown: &[(usize, String)]) -> Option<String> {
+    if count == 0 {
+        return None;
+    }
+    let mut list: Vec<String> = shown
+        .iter()
+        .map(|(i, p)| format!("  jobs[{i}] ({}): {p:?}", file.jobs[*i].outputs[0]))
+        .collect();
+    if count > shown.len() {
+        list.push(format!("  ... and {} more", count - shown.len()));
+    }
+    Some(format!(
+        "{count} input file(s) do not exist:\n{}",
+        list.join("\n")
+    ))
+}
+
+/// `dtlto-bridge emit`: the build file, written where asked, without running it.
+pub fn emit(args: &EmitArgs) -> Result<(), Fail> {
+    let (dir, cwd) = cwd()?;
+    let path = &args.job_file;
+    let file = parse_file(path)?;
+    let wrapper = wrapper(&args.wrapper)?;
+    let opts = render::Options {
+        wrapper: &wrapper,
+        source: path.as_str(),
+        run: None,
+        order: None,
+    };
+    let check = || {
+        check::check(&file, &cwd)
+            .map_err(|e| Fail::bad_input(format!("check job file {path}: {e}")))?;
+        Ok(check::missing_inputs(&file, &dir, 10))
+    };
+    let render = |out: &mut dyn std::io::Write, to: &str| {
+        render::prepare(args.format, &file, &opts)
+            .map_err(|e| Fail::bad_input(format!("render {}: {e}", args.format.file_name())))?
+            .write_to(out)
+            .map_err(|e| Fail::environment(format!("write {to}: {e}")))
+    };
+    // A file is written under a temporary name, so the jobs are checked beside the rendering
+    // (on another core) and the file is thrown away if they fail; elsewhere they come first.
+    let missing = match args.output.as_deref() {
+        Some(out) if Partial::possible(out) => {
+            let partial =
+                Partial::create(out).map_err(|e| Fail::environment(format!("write {out}: {e}")))?;
+            let (checked, written) = std::thread::scope(|s| {
+                let checker = s.spawn(check);
+                let mut f = partial.file();
+                let written = render(&mut f, out.as_str());
+                let checked = checker
+                    .join()
+                    .unwrap_or_else(|_| Err(Fail::environment("check the jobs: it panicked")));
+                (checked, written)
+            });
+            match checked.and_then(|missing| written.map(|()| missing)) {
+                Ok(missing) => {
+                    partial
+                        .commit()
+                        .map_err(|e| Fail::environment(format!("write {out}: {e}")))?;
+                    missing
+                }
+                Err(fail) => {
+                    partial.discard();
+                    return Err(fail);
+                }
+            }
+        }
+        Some(out) => {
+            let missing = check()?;
+            let mut f = fs::OpenOptions::new()
+                .write(true)
+                .open(out)
+                .map_err(|e| Fail::environment(format!("write {out}: {e}")))?;
+            render(&mut f, out.as_str())?;
+            missing
+        }
+        None => {
+            let missing = check()?;
+            render(&mut std::io::stdout().lock(), "standard output")?;
+            missing
+        }
+    };
+    let (count, shown) = missing;
+    if let Some(list) = missing_list(&file, count, &shown) {
+        report::warning(&format!(
+            "{list}\nthe build file runs only where they exist: lld removes index shards and the \
+             archive members it extracted when the link ends (keep them with -Wl,--save-temps, \
+             or capture a link with --save DIR)"
+        ));
+    }
+    Ok(())
+}
+
+/// Everything a link needs before anything runs.
+struct Prepared<'a> {
+    args: &'a RunArgs,
+    file: Arc<JobFile<'static>>,
+    wrapper: Vec<String>,
+    input_bytes: Vec<u64>,
+    cost: Vec<f64>,
+    history: Option<History>,
+    format: Format,
+    program: PathBuf,
+    state: StateDir,
+    cwd: PathBuf,
+    decision: slots::Decision,
+    pool_base: Utf8PathBuf,
+    parallelism: usize,
+    remote: Option<crate::remote::Options>,
+}
+
+/// The default run: everything from the job file to verified outputs.
+pub fn run(args: &RunArgs, jobserver: jobserver::FromEnv, watch: &Watch) -> Result<(), Fail> {
+    let Some(mut prepared) = prepare(args, jobserver)? else {
+        return Ok(());
+    };
+    let executed = execute(&mut prepared, watch)?;
+    let settled = settle(&prepared, executed, watch);
+    conclude(prepared, settled, watch)
+}
+
+fn prepare(args: &RunArgs, jobserver: jobserver::FromEnv) -> Result<Option<Prepared<'_>>, Fail> {
+    let path = args
+        .job_file
+        .as_deref()
+        .expect("clap requires the job file");
+    let (cwd, cwd_text) = cwd()?;
+    let file = load(path, &cwd_text)?;
+    let wrapper = wrapper(&args.wrapper)?;
+    let remote = args.remote.options().map_err(Fail::bad_input)?;
+    let inputs = check::stat_inputs(&file, &cwd);
+    if let Some(list) = missing_list(&file, inputs.missing.len(), &inputs.missing) {
+        return Err(Fail::bad_input(format!("check inputs of {path}: {list}")));
+    }
+    if let Some(dir) = &args.save {
+        let saved = crate::cmd::capture::save(dir, path, &file, &cwd)
+            .map_err(|e| Fail::environment(format!("save the link in {dir}: {e}")))?;
+        let how = if saved.copied > 0 {
+            format!("{} copied", saved.copied)
+        } else {
+            "hard links".to_string()
+        };
+        report::note(&format!(
+            "saved {} and its jobs' {} input file(s) ({:.1} MB, {how}) in {}; run the jobs again \
+             from there: dtlto-bridge emit {} -o jobs.ninja && ninja -f jobs.ninja",
+            path,
+            saved.files - 1,
+            saved.bytes as f64 / 1e6,
+            saved.run_dir,
+            crate::render::escape::shell_word(saved.job_file.file_name().unwrap_or("")),
+        ));
+    }
+    if file.jobs.is_empty() {
+        // Every job came from lld's ThinLTO cache: a link through dtlto-bridge all the same.
+        let empty = record::build(&record::RunInfo {
+            file: &file,
+            wrapper: &wrapper,
+            outcomes: &[],
+            input_bytes: &[],
+            backend: "none",
+            start: outcome::now(),
+            end: outcome::now(),
+        });
+        log(args, &empty, true);
+        return Ok(None);
+    }
+    dir::remove_dead(&std::env::temp_dir());
+
+    let history = (!args.no_history)
+        .then(|| {
+            args.history
+                .clone()
+                .or_else(crate::report::history::default_dir)
+        })
+        .flatten()
+        .map(|dir| History::load(&dir, &cwd, &file.linker_output));
+    let cost = match args.order {
+        crate::cli::Order::Longest => match &history {
+            Some(h) => h.estimate(&file, &inputs.bytes),
+            None => inputs.bytes.iter().map(|&b| b as f64).collect(),
+        },
+        // Earlier jobs cost more, so they go first.
+        crate::cli::Order::File => (0..file.jobs.len()).map(|i| -(i as f64)).collect(),
+    };
+
+    let ninja = which::which(&args.tools.ninja);
+    let ninja_asked = args.origins.given("ninja") && args.backend != Some(Format::Make);
+    if let (Err(e), true) = (&ninja, ninja_asked) {
+        // Asked for by name: never silently replaced by make.
+        let asked = args.origins.describe("ninja", "--ninja", &args.tools.ninja);
+        return Err(Fail::environment(format!("find ninja ({asked}): {e}")));
+    }
+    let ninja = ninja.ok();
+    let format = render::choose_backend(args.backend, ninja.is_some());
+    let state = StateDir::create().map_err(Fail::environment)?;
+    let exe = own_exe()?;
+    let opts = render::Options {
+        wrapper: &wrapper,
+        source: path.as_str(),
+        run: Some(RunHooks {
+            state_dir: state.path().to_string(),
+            launcher: vec![exe, "__job".to_string(), state.path().to_string()],
+        }),
+        order: Some(check::longest_first(&cost)),
+    };
+    let (format, prepared) = match render::prepare(format, &file, &opts) {
+        Ok(prepared) => (format, prepared),
+        // ninja cannot write every path make can (e.g. '|'); without an explicit choice, use make.
+        Err(e) if args.backend.is_none() && format == Format::Ninja => {
+            let prepared = render::prepare(Format::Make, &file, &opts)
+                .map_err(|e2| Fail::bad_input(format!("render build file: {e}; and {e2}")))?;
+            (Format::Make, prepared)
+        }
+        Err(e) => {
+            return Err(Fail::bad_input(format!(
+                "render {}: {e}",
+                format.file_name()
+            )))
+        }
+    };
+    let build_file = state.path().join(format.file_name());
+    File::create(&build_file)
+        .and_then(|mut f| prepared.write_to(&mut f))
+        .map_err(|e| Fail::environment(format!("write {build_file}: {e}")))?;
+    drop(prepared);
+    let program = match (format, ninja) {
+        (Format::Ninja, Some(found)) => found,
+        (Format::Ninja, None) => {
+            let e = which::which(&args.tools.ninja).err();
+            return Err(missing(args, "ninja", e));
+        }
+        (Format::Make, ninja) => match which::which(&args.tools.make) {
+            Ok(found) => found,
+            Err(e) if ninja.is_none() && args.backend.is_none() => {
+                return Err(Fail::environment(format!(
+                    "find a build tool: neither {} nor {} is on PATH ({e}); install ninja \
+                     (ninja-build) or make",
+                    args.tools.ninja, args.tools.make
+                )))
+            }
+            Err(e) => return Err(missing(args, "make", Some(e))),
+        },
+    };
+
+    let parallelism = std::thread::available_parallelism()
+        .map(usize::from)
+        .unwrap_or(1);
+    let pool_base = crate::exec::pool::base_dir(args.host_pool.as_deref());
+    let decision = slots::decide(
+        jobserver,
+        &slots::Request {
+            explicit_jobs: args.jobs.map(|j| {
+                (
+                    j as usize,
+                    args.origins.describe("jobs", "-j", &j.to_string()),
+                )
+            }),
+            parallelism,
+            host_slots: args.host_slots.unwrap_or(parallelism),
+            pool_base: &pool_base,
+        },
+    );
+    Ok(Some(Prepared {
+        args,
+        file: Arc::new(file),
+        wrapper,
+        input_bytes: inputs.bytes,
+        cost,
+        history,
+        format,
+        program,
+        state,
+        cwd,
+        decision,
+        pool_base,
+        parallelism,
+        remote,
+    }))
+}
+
+/// Connects to the remote server, if one is named: the connection, and which jobs may go there.
+/// A server that cannot be used is one warning, and every job runs here.
+fn start_remote(p: &Prepared<'_>) -> (Option<crate::remote::Remote>, Vec<bool>, usize) {
+    let Some(options) = &p.remote else {
+        return (None, Vec::new(), 0);
+    };
+    match crate::remote::Remote::start(options, &p.file, &p.cwd) {
+        Ok((remote, why)) => {
+            let here: Vec<(usize, &String)> = why
+                .iter()
+                .enumerate()
+                .filter_map(|(i, w)| w.as_ref().map(|w| (i, w)))
+                .collect();
+            if let Some((i, reason)) = here.first() {
+                report::note(&format!(
+                    "{} job(s) run here, not remotely; job {i} ({}): {reason}",
+                    here.len(),
+                    p.file.jobs[*i].outputs[0]
+                ));
+            }
+            let ok = why.iter().map(Option::is_none).collect();
+            (Some(remote), ok, options.jobs)
+        }
+        Err(e) => {
+            report::warning(&format!("remote: {e}; every job runs here"));
+            (None, Vec::new(), 0)
+        }
+    }
+}
+
+/// The chosen build tool is not there: say which, as the user named it.
+fn missing(args: &RunArgs, tool: &str, e: Option<which::Error>) -> Fail {
+    let program = if tool == "ninja" {
+        &args.tools.ninja
+    } else {
+        &args.tools.make
+    };
+    let why = e
+        .map(|e| e.to_string())
+        .unwrap_or_else(|| "not found".into());
+    Fail::environment(format!("find {tool} ({program}): {why}"))
+}
+
+/// What `execute` leaves for `settle`.
+struct Executed {
+    server: Server,
+    tool: Result<ExitStatus, String>,
+    start: f64,
+    end: f64,
+}
+
+fn execute(p: &mut Prepared<'_>, watch: &Watch) -> Result<Executed, Fail> {
+    for w in &p.decision.warnings {
+        report::warning(w);
+    }
+    if !p.args.quiet {
+        for advice in &p.decision.advice {
+            crate::report::advice::once(&p.pool_base, advice);
+        }
+    }
+    if let Some(w) = crate::job::wrapper::known_local(&p.wrapper) {
+        report::warning(&w);
+    }
+    let n = p.file.jobs.len();
+    let local_bound = match &p.decision.source {
+        Source::Fixed(k) => *k,
+        Source::Pool(pool) => pool.size(),
+        Source::Jobserver(_) => WAITING,
+    };
+    let (remote, remote_ok, remote_jobs) = start_remote(p);
+    let tool_jobs = n.min(local_bound + remote_jobs + WAITING).max(1);
+
+    let mut cmd = Command::new(&p.program);
+    cmd.args([
+        "-f",
+        p.state.path().join(p.format.file_name()).as_str(),
+        "-j",
+        &tool_jobs.to_string(),
+    ]);
+    if p.format == Format::Make {
+        // -B: every job runs, even where an output of the same name is already there.
+        cmd.args(["-B", "-r", "-R", "-s", "--no-print-directory"]);
+    }
+    // A make or ninja that joined the parent's jobserver would take a second token per job.
+    for var in ["MAKEFLAGS", "MFLAGS", "MAKELEVEL", "CARGO_MAKEFLAGS"] {
+        cmd.env_remove(var);
+    }
+    if let Source::Jobserver(client) = &p.decision.source {
+        // For the launchers alone (in CARGO_MAKEFLAGS, which make and ninja ignore): a launcher
+        // gives its job's token back itself if this process dies.
+        client.configure(&mut cmd);
+    }
+    let log_path = p.state.tool_log();
+    let log = File::create(&log_path)
+        .map_err(|e| Fail::environment(format!("create {log_path}: {e}")))?;
+    let log2 = log
+        .try_clone()
+        .map_err(|e| Fail::environment(format!("open {log_path}: {e}")))?;
+    cmd.stdin(Stdio::null()).stdout(log).stderr(log2);
+
+    let (tx, rx) = std::sync::mpsc::channel();
+    // The supply owns the source from now on: the pool is left when the supply stops.
+    let source = std::mem::replace(&mut p.decision.source, Source::Fixed(0));
+    let (supply, own) = Supply::start(source, tx)
+        .map_err(|e| Fail::environment(format!("start taking job slots: {e}")))?;
+    let can_grow = supply.can_grow();
+    let setup = Setup {
+        file: p.file.clone(),
+        wrapper: p.wrapper.clone(),
+        cost: p.cost.clone(),
+        policy: Policy {
+            wrapped: !p.wrapper.is_empty(),
+            fallback: !p.wrapper.is_empty() && !p.args.no_fallback,
+            expected: tool_jobs,
+            own,
+            can_grow,
+            remote: remote_ok,
+            remote_jobs,
+            remote_fallback: !p.args.no_fallback,
+        },
+        state_dir: p.state.path().to_owned(),
+        cwd: p.cwd.clone(),
+        parallelism: p.parallelism,
+        remote,
+    };
+    let server = Server::start(setup, supply, rx)
+        .map_err(|e| Fail::environment(format!("listen for job launchers: {e}")))?;
+    // A signal cancels through the launchers: each stops its job and exits non-zero, and the
+    // build tool stops as for a failed job. Signalled itself, ninja or make would remove the
+    // outputs of jobs that finished but whose launchers had not exited yet. Only a tool that
+    // is still there after a while gets SIGTERM.
+    let cancel = server.canceller();
+    let escalate = watch.clone();
+    watch.on_signal(move |sig| {
+        cancel(sig);
+        let watch = escalate.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(TOOL_STOPS);
+            watch.signal_all(libc::SIGTERM);
+        });
+    });
+
+    let start = outcome::now();
+    let progress = crate::exec::progress::Progress::start(
+        n,
+        !p.args.quiet && std::io::stderr().is_terminal(),
+        server.counter(),
+    );
+    let tool = process::spawn(
+        &mut cmd,
+        watch,
+        &process::Options {
+            group: true,
+            parent_death: libc::SIGTERM,
+            forward: false,
+        },
+    )
+    .and_then(|child| child.wait(watch))
+    .map_err(|e| format!("run {}: {e}", p.program.display()));
+    progress.finish();
+    Ok(Executed {
+        server,
+        tool,
+        start,
+        end: outcome::now(),
+    })
+}
+
+/// What `settle` leaves for `conclude`.
+struct Settled {
+    outcomes: Vec<Outcome>,
+    warnings: Vec<String>,
+    remote: Option<crate::job::outcome::RemoteTotals>,
+    tool: Result<ExitStatus, String>,
+    signal: Option<i32>,
+    start: f64,
+    end: f64,
+}
+
+fn settle(p: &Prepared<'_>, executed: Executed, watch: &Watch) -> Settled {
+    let Executed {
+        server,
+        tool,
+        start,
+        end,
+    } = executed;
+    // The build tool is gone; its launchers should be too. Those that linger are stopped.
+    if !server.wait_for_launchers(LAUNCHERS_GONE) {
+        server.cancel(watch.received().unwrap_or(libc::SIGTERM));
+        server.wait_for_launchers(LAUNCHERS_GONE);
+    }
+    let server::Finished {
+        records,
+        warnings,
+        remote,
+    } = server.finish();
+    let dir = p.state.path();
+    let read = |index: usize, attempt: usize| {
+        fs::read(dir::stderr_file(dir, index, attempt))
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default()
+    };
+    let outcomes: Vec<Outcome> = records
+        .iter()
+        .enumerate()
+        .map(|(index, r)| {
+            let last = r.attempts.last().filter(|_| r.finished);
+            Outcome {
+                index,
+                start: r.attempts.first().map(|a| a.status.start),
+                ran: r.ran(),
+                fallback: r.fallback(|| read(index, 0)),
+                stderr: if r.attempts.is_empty() {
+                    String::new()
+                } else {
+                    read(index, r.attempts.len() - 1)
+                },
+                status: last.map(|a| a.status.clone()),
+                problem: last.and_then(|a| a.problem.clone()),
+                remote: r.attempts.first().and_then(|a| a.remote.clone()),
+            }
+        })
+        .collect();
+    // Only jobs that did not finish well lose their outputs: with --save-temps, lld keeps the
+    // objects of the jobs that did, even in a cancelled link.
+    for o in outcomes.iter().filter(|o| !o.ok()) {
+        output::remove(&p.cwd, &p.file.jobs[o.index].outputs);
+    }
+    Settled {
+        outcomes,
+        warnings,
+        remote,
+        tool,
+        signal: watch.received(),
+        start,
+        end,
+    }
+}
+
+fn conclude(p: Prepared<'_>, s: Settled, watch: &Watch) -> Result<(), Fail> {
+    let Prepared {
+        args,
+        file,
+        wrapper,
+        input_bytes,
+        mut history,
+        format,
+        state,
+        ..
+    } = p;
+    for w in &s.warnings {
+        report::warning(w);
+    }
+    let record = record::build(&record::RunInfo {
+        file: &file,
+        wrapper: &wrapper,
+        outcomes: &s.outcomes,
+        input_bytes: &input_bytes,
+        backend: format.tool(),
+        start: s.start,
+        end: s.end,
+    });
+    let record = record::Record {
+        remote: s.remote.clone(),
+        ..record
+    };
+    let tool_ok = matches!(&s.tool, Ok(status) if status.success());
+    let all_ok = s.outcomes.iter().all(Outcome::ok);
+    let signal = s.signal.or_else(|| watch.received());
+    let result = if let Some(sig) = signal {
+        Err(Fail::new(
+            process::exit_code(sig),
+            format!("run backend jobs: interrupted by signal {sig}"),
+        ))
+    } else if tool_ok && all_ok {
+        report::job_warnings(&file, &s.outcomes);
+        report::fallbacks(&file, &s.outcomes);
+        if let Some(h) = &mut history {
+            let seconds: Vec<Option<f64>> = record.jobs.iter().map(|j| j.seconds).collect();
+            if let Err(e) = h.record(&file, &seconds) {
+                report::warning(&format!("remember job durations: {e}"));
+            }
+        }
+        let show = args.summary || (!args.quiet && std::io::stderr().is_terminal());
+        if show && !args.quiet {
+            report::note(&record::summary(&record));
+        }
+        Ok(())
+    } else {
+        let tool_log = fs::read_to_string(state.tool_log()).unwrap_or_default();
+        let tool_status = match &s.tool {
+            Ok(status) if status.success() => None,
+            Ok(status) => Some(process::describe(status)),
+            Err(e) => Some(e.clone()),
+        };
+        Err(report::failures(
+            &file,
+            &wrapper,
+            &s.outcomes,
+            format.tool(),
+            tool_status,
+            &tool_log,
+        ))
+    };
+    // Records come after the failures are printed, and never fail the link.
+    write_records(args, &record);
+    log(args, &record, result.is_ok());
+    if args.keep {
+        let kept = state.keep();
+        report::note(&format!("kept {kept}"));
+    }
+    result
+}
+
+/// Appends the link's line to `--log FILE`, if asked for; best effort.
+fn log(args: &RunArgs, record: &record::Record, ok: bool) {
+    let Some(path) = &args.log else { return };
+    let dir = std::env::current_dir().unwrap_or_default();
+    if let Err(e) = record::append_line(path, &record::log_line(record, &dir, ok)) {
+        report::warning(&format!("append to the log {path}: {e}"));
+    }
+}
+
+/// Writes the `--report` and `--trace` files, if asked for: whole (concurrent links may share
+/// a path), and best effort (a warning when they cannot be written).
+fn write_records(args: &RunArgs, record: &record::Record) {
+    let write = |what: &str, path: &Utf8Path, value: serde_json::Value| {
+        let text = serde_json::to_string_pretty(&value).unwrap_or_default() + "\n";
+        if let Err(e) = write_atomically(path, |f| std::io::Write::write_all(f, text.as_bytes())) {
+            report::warning(&format!("write the {what} {path}: {e}"));
+        }
+    };
+    if let Some(path) = &args.report {
+        let value = serde_json::to_value(record).unwrap_or_default();
+        write("report", path, value);
+    }
+    if let Some(path) = &args.trace {
+        write("trace", path, record::trace(record));
+    }
+}
+
+/// This program's own path, for the commands it writes that run it again.
+pub fn own_exe() -> Result<String, Fail> {
+    let exe = std::env::current_exe()
+        .map_err(|e| Fail::environment(format!("find own executable: {e}")))?;
+    exe.to_str()
+        .map(str::to_string)
+        .ok_or_else(|| Fail::environment("find own executable: its path is not UTF-8"))
+}

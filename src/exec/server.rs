@@ -1,0 +1,425 @@
+//! Server: carries out the scheduler's decisions for one link — listens on the private
+//! directory's socket for the launchers the build tool starts, takes slots from the `Supply`,
+//! writes each launcher its orders, hands remote jobs to `remote` and writes their stderr where
+//! a local run's goes, and collects every job's record.
+//!
+//! It knows sockets, threads and the order of a run's events; it does not decide which job runs
+//! next or where (`sched::Core` does), and it starts no process itself.
+
+use crate::exec::dir;
+use crate::exec::proto::{self, ToLauncher, ToRun};
+use crate::exec::sched::{Action, Core, Policy, Record};
+use crate::exec::slots::{Arrival, Slot, Supply};
+use crate::fsutil::lock;
+use crate::job::output;
+use crate::job::parse::JobFile;
+use crate::remote::End;
+use camino::Utf8PathBuf;
+use std::collections::VecDeque;
+use std::io::BufReader;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
+use std::sync::{mpsc, Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// The first grant waits for the launchers the build tool starts at once, so that the costliest
+/// of them goes first even when they connect out of order: until all have connected, or none
+/// has for `GATHER_QUIET` (a loaded host starts them slowly), and never longer than `GATHER_MAX`.
+const GATHER_QUIET: Duration = Duration::from_millis(60);
+const GATHER_MAX: Duration = Duration::from_millis(600);
+
+/// What a server needs to run a link's jobs.
+pub struct Setup {
+    pub file: Arc<JobFile<'static>>,
+    pub wrapper: Vec<String>,
+    pub cost: Vec<f64>,
+    pub policy: Policy,
+    /// The private directory: the socket and the jobs' stderr files live there.
+    pub state_dir: Utf8PathBuf,
+    /// The linker's directory, where outputs are checked.
+    pub cwd: PathBuf,
+    /// Own slots to use should the supply fail.
+    pub parallelism: usize,
+    /// The link's connection to a remote server, if jobs go there.
+    pub remote: Option<crate::remote::Remote>,
+}
+
+struct Inner {
+    core: Core,
+    /// Each job's launcher, once it said hello.
+    conns: Vec<Option<Arc<UnixStream>>>,
+    /// Connections still open.
+    open: usize,
+    first_hello: Option<Instant>,
+    last_hello: Option<Instant>,
+    warnings: Vec<String>,
+}
+
+struct Shared {
+    inner: Mutex<Inner>,
+    closed: Condvar,
+    /// Taken out and stopped by `finish`.
+    supply: Mutex<Option<Supply>>,
+    /// Taken out and finished by `finish`.
+    remote: Mutex<Option<crate::remote::Remote>>,
+    setup: Setup,
+    stopping: AtomicBool,
+    me: std::sync::Weak<Shared>,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        lock(&self.inner)
+    }
+
+    /// Carries out what the core decided; the lock is held, so orders go out in decision order.
+    /// Nothing here takes `inner` again: a remote job that cannot be submitted is answered by
+    /// the core at once, its actions queued behind the others.
+    fn apply(&self, inner: &mut Inner, actions: Vec<Action>) {
+        let supply = lock(&self.supply);
+        let tokens = supply.as_ref().is_some_and(Supply::tokens);
+        let mut queue = VecDeque::from(actions);
+        while let Some(action) = queue.pop_front() {
+            match action {
+                Action::Run {
+                    index,
+                    wrapped,
+                    slot,
+                    attempt,
+                } => {
+                    let order = ToLauncher::Run(proto::Run {
+                        argv: self.argv(index, wrapped),
+                        stderr: dir::stderr_file(&self.setup.state_dir, index, attempt)
+                            .into_string(),
+                        outputs: self.setup.file.jobs[index]
+                            .outputs
+                            .iter()
+                            .map(|o| o.to_string())
+                            .collect(),
+                        token: slot == Slot::Taken && tokens,
+                    });
+                    self.send(inner, index, &order);
+                }
+                Action::Finish { index, code } => {
+                    self.send(inner, index, &ToLauncher::Finish { code })
+                }
+                Action::Cancel { index, signal } => {
+                    self.send(inner, index, &ToLauncher::Cancel { signal })
+                }
+                Action::Remote { index, attempt } => match &*lock(&self.remote) {
+                    Some(r) => r.submit(index, self.remote_reply(index, attempt)),
+                    None => queue.extend(inner.core.remote_done(
+                        index,
+                        crate::remote::End::failed_here(
+                            "remote: the link's connection is closed".into(),
+                        ),
+                    )),
+                },
+                Action::CancelRemote => {
+                    if let Some(r) = &*lock(&self.remote) {
+                        r.cancel();
+                    }
+                }
+                Action::Request(n) => {
+                    if let Some(s) = &*supply {
+                        s.request(n);
+                    }
+                }
+                Action::Release(n) => {
+                    for _ in 0..n {
+                        if let Some(s) = &*supply {
+                            s.release();
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Job `index`'s command line, through the wrapper or not.
+    fn argv(&self, index: usize, wrapped: bool) -> Vec<String> {
+        let job = &self.setup.file.jobs[index];
+        if !wrapped {
+            return job.command.to_vec();
+        }
+        crate::job::wrapper::expand(&self.setup.wrapper, &job.inputs, &job.outputs)
+            .into_iter()
+            .chain(job.command.words().map(|w| w.to_string()))
+            .collect()
+    }
+
+    /// What a remote job's end does, on the remote client's thread: its stderr goes where a
+    /// local attempt's would, then the core hears of it.
+    fn remote_reply(&self, index: usize, attempt: usize) -> Box<dyn FnOnce(End) + Send> {
+        let me = self.me.clone();
+        let stderr = dir::stderr_file(&self.setup.state_dir, index, attempt);
+        Box::new(move |end: End| {
+            let _ = std::fs::write(&stderr, &end.stderr);
+            if let Some(shared) = me.upgrade() {
+                let mut inner = shared.lock();
+                let actions = inner.core.remote_done(index, end);
+                shared.apply(&mut inner, actions);
+            }
+        })
+    }
+
+    fn send(&self, inner: &Inner, index: usize, message: &ToLauncher) {
+        if let Some(Some(conn)) = inner.conns.get(index) {
+            // A launcher that cannot be reached is gone; its reader says so to the core.
+            let _ = proto::send(conn, message);
+        }
+    }
+}
+
+/// The scheduler at work: accepts launchers and answers them until `finish`.
+pub struct Server {
+    shared: Arc<Shared>,
+    accept: Option<JoinHandle<()>>,
+    pump: Option<JoinHandle<()>>,
+}
+
+impl Server {
+    /// Listens in the private directory and starts taking slots as launchers ask.
+    pub fn start(
+        setup: Setup,
+        supply: Supply,
+        arrivals: mpsc::Receiver<Arrival>,
+    ) -> std::io::Result<Server> {
+        let listener = proto::listen(&setup.state_dir)?;
+        let n = setup.file.jobs.len();
+        let core = Core::new(setup.cost.clone(), &setup.policy);
+        let mut setup = setup;
+        let remote = Mutex::new(setup.remote.take());
+        let shared = Arc::new_cyclic(|me| Shared {
+            inner: Mutex::new(Inner {
+                core,
+                conns: vec![None; n],
+                open: 0,
+                first_hello: None,
+                last_hello: None,
+                warnings: Vec::new(),
+            }),
+            closed: Condvar::new(),
+            supply: Mutex::new(Some(supply)),
+            remote,
+            setup,
+            stopping: AtomicBool::new(false),
+            me: me.clone(),
+        });
+        let s = shared.clone();
+        let accept = std::thread::Builder::new()
+            .name("accept".into())
+            .spawn(move || accept_loop(&s, &listener))?;
+        let s = shared.clone();
+        let pump = std::thread::Builder::new()
+            .name("slots".into())
+            .spawn(move || {
+                for arrival in arrivals {
+                    let mut inner = s.lock();
+                    let actions = match arrival {
+                        Arrival::Slot => inner.core.slot_arrived(),
+                        Arrival::Failed(why) => {
+                            inner.warnings.push(format!(
+                                "{why}; running up to {} jobs at once",
+                                s.setup.parallelism
+                            ));
+                            inner.core.supply_failed(s.setup.parallelism)
+                        }
+                    };
+                    s.apply(&mut inner, actions);
+                }
+            })?;
+        Ok(Server {
+            shared,
+            accept: Some(accept),
+            pump: Some(pump),
+        })
+    }
+
+    /// A function that cancels the run (see `cancel`), for a signal handler; it does nothing
+    /// once the server is finished.
+    pub fn canceller(&self) -> impl Fn(i32) + Send + 'static {
+        let weak = Arc::downgrade(&self.shared);
+        move |signal| {
+            if let Some(shared) = weak.upgrade() {
+                let mut inner = shared.lock();
+                let actions = inner.core.cancel(signal);
+                shared.apply(&mut inner, actions);
+            }
+        }
+    }
+
+    /// A function that tells (running, done) jobs, for the progress line.
+    pub fn counter(&self) -> impl Fn() -> (usize, usize) + Send + 'static {
+        let weak = Arc::downgrade(&self.shared);
+        move || weak.upgrade().map_or((0, 0), |s| s.lock().core.counts())
+    }
+
+    /// Cancels the run: nothing more starts, and every running command gets `signal`.
+    pub fn cancel(&self, signal: i32) {
+        let mut inner = self.shared.lock();
+        let actions = inner.core.cancel(signal);
+        self.shared.apply(&mut inner, actions);
+    }
+
+    /// Waits until every launcher has gone, or `limit` has passed; true when all have.
+    pub fn wait_for_launchers(&self, limit: Duration) -> bool {
+        let until = Instant::now() + limit;
+        let mut inner = self.shared.lock();
+        while inner.open > 0 {
+            let now = Instant::now();
+            if now >= until {
+                return false;
+            }
+            inner = self
+                .shared
+                .closed
+                .wait_timeout(inner, until - now)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        true
+    }
+
+    /// Stops listening and taking slots; returns each job's record and the warnings to print.
+    /// Jobserver tokens held by launchers still running are left to them to give back.
+    pub fn finish(mut self) -> Finished {
+        self.shared.stopping.store(true, AtomicOrdering::SeqCst);
+        // Wake the accept loop with a connection of our own.
+        let _ = proto::connect(&self.shared.setup.state_dir);
+        if let Some(t) = self.accept.take() {
+            let _ = t.join();
+        }
+        // Nothing remote writes an output or changes a record after this.
+        let remote = lock(&self.shared.remote).take();
+        let (remote, remote_warnings) = match remote.map(crate::remote::Remote::finish) {
+            Some((totals, warnings)) => (Some(totals), warnings),
+            None => (None, Vec::new()),
+        };
+        let (records, mut warnings, handed) = {
+            let inner = self.shared.lock();
+            (
+                inner.core.records().to_vec(),
+                inner.warnings.clone(),
+                inner.core.running_on_taken(),
+            )
+        };
+        let supply = lock(&self.shared.supply).take();
+        if let Some(supply) = supply {
+            for _ in 0..handed {
+                supply.hand_over();
+            }
+            // Its helper holds the sender: the pump ends with it.
+            supply.stop();
+        }
+        if let Some(t) = self.pump.take() {
+            let _ = t.join();
+        }
+        warnings.extend(remote_warnings);
+        Finished {
+            records,
+            warnings,
+            remote,
+        }
+    }
+}
+
+/// What a finished server leaves.
+pub struct Finished {
+    pub records: Vec<Record>,
+    pub warnings: Vec<String>,
+    /// What the remote path sent and fetched, if it was used.
+    pub remote: Option<crate::job::outcome::RemoteTotals>,
+}
+
+fn accept_loop(shared: &Arc<Shared>, listener: &UnixListener) {
+    for stream in listener.incoming() {
+        if shared.stopping.load(AtomicOrdering::SeqCst) {
+            return;
+        }
+        let Ok(stream) = stream else { continue };
+        shared.lock().open += 1;
+        let s = shared.clone();
+        let spawned = std::thread::Builder::new()
+            .name("launcher".into())
+            .spawn(move || {
+                serve(&s, stream);
+                let mut inner = s.lock();
+                inner.open -= 1;
+                s.closed.notify_all();
+            });
+        if spawned.is_err() {
+            let mut inner = shared.lock();
+            inner.open -= 1;
+        }
+    }
+}
+
+/// Ends the first grant's wait (see `GATHER_QUIET`) unless every launcher connected before.
+fn gather(shared: &Arc<Shared>, first: Instant) {
+    let mut wake = first + GATHER_QUIET;
+    loop {
+        std::thread::sleep(wake.saturating_duration_since(Instant::now()));
+        let mut inner = shared.lock();
+        let last = inner.last_hello.unwrap_or(first);
+        let until = (last + GATHER_QUIET).min(first + GATHER_MAX);
+        if Instant::now() >= until {
+            let actions = inner.core.gathered();
+            shared.apply(&mut inner, actions);
+            return;
+        }
+        wake = until;
+    }
+}
+
+/// Serves one launcher until it goes away.
+fn serve(shared: &Arc<Shared>, stream: UnixStream) {
+    let Ok(writer) = stream.try_clone() else {
+        return;
+    };
+    let writer = Arc::new(writer);
+    let mut reader = BufReader::new(stream);
+    let Ok(Some(ToRun::Hello { index, .. })) = proto::receive::<ToRun>(&mut reader) else {
+        return;
+    };
+    {
+        let mut inner = shared.lock();
+        if index >= inner.conns.len() || inner.conns[index].is_some() {
+            let _ = proto::send(&writer, &ToLauncher::Finish { code: 1 });
+            inner.warnings.push(format!(
+                "a launcher asked for job {index}, which has no launcher to wait for"
+            ));
+            return;
+        }
+        inner.conns[index] = Some(writer.clone());
+        let now = Instant::now();
+        inner.last_hello = Some(now);
+        if inner.first_hello.is_none() {
+            inner.first_hello = Some(now);
+            let s = shared.clone();
+            let _ = std::thread::Builder::new()
+                .name("gather".into())
+                .spawn(move || gather(&s, now));
+        }
+        let actions = inner.core.hello(index).unwrap_or_default();
+        shared.apply(&mut inner, actions);
+    }
+    while let Ok(Some(message)) = proto::receive::<ToRun>(&mut reader) {
+        if let ToRun::Exited(status) = message {
+            let problem = if status.success() {
+                output::first_problem(&shared.setup.cwd, &shared.setup.file.jobs[index].outputs)
+            } else {
+                Some(status.describe())
+            };
+            let mut inner = shared.lock();
+            let actions = inner.core.exited(index, status, problem);
+            shared.apply(&mut inner, actions);
+        }
+    }
+    let mut inner = shared.lock();
+    inner.conns[index] = None;
+    let actions = inner.core.gone(index);
+    shared.apply(&mut inner, actions);
+}

@@ -1,0 +1,170 @@
+//! Fsutil: small file-system helpers every layer uses — files written whole or not at all (on
+//! `tempfile`), stable file names hashed from a key, and locks that survive a panicking holder.
+//!
+//! It knows files, renames, SHA-256 and mutexes; it does not know what the files hold or who
+//! reads them, and it imports nothing of the crate.
+
+use camino::Utf8Path;
+use sha2::{Digest, Sha256};
+use std::fs::{self, File};
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::sync::{Mutex, MutexGuard};
+
+/// A file being written under a temporary name beside its final one, renamed into place only
+/// when whole, so that readers (and concurrent links writing one report) never see half of it.
+/// Dropped without `commit`, the temporary file is removed.
+pub struct Partial {
+    path: std::path::PathBuf,
+    file: tempfile::NamedTempFile,
+}
+
+impl Partial {
+    /// Whether `path` can be written so: anything but a regular file (`/dev/null`, a pipe, a
+    /// terminal) is written in place, since renaming over it would replace it.
+    pub fn possible(path: &Utf8Path) -> bool {
+        fs::metadata(path).map_or(true, |m| m.is_file())
+    }
+
+    /// A new file that becomes `path`, created with `mode` (less the umask).
+    pub fn create_mode(path: &Path, mode: u32) -> std::io::Result<Partial> {
+        let dir = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        let name = path.file_name().unwrap_or_default().to_string_lossy();
+        let prefix = format!(".{name}.");
+        let file = tempfile::Builder::new()
+            .prefix(&prefix)
+            .suffix(".partial")
+            .permissions(fs::Permissions::from_mode(mode))
+            .tempfile_in(dir)?;
+        Ok(Partial {
+            path: path.to_owned(),
+            file,
+        })
+    }
+
+    /// A new file that becomes `path`, created as `File::create` would (mode 0666 less the umask).
+    pub fn create(path: &Utf8Path) -> std::io::Result<Partial> {
+        Partial::create_mode(path.as_std_path(), 0o666)
+    }
+
+    pub fn file(&self) -> &File {
+        self.file.as_file()
+    }
+
+    /// Renames the file into place; on failure it is removed.
+    pub fn commit(self) -> std::io::Result<()> {
+        self.file.persist(&self.path).map(drop).map_err(|e| e.error)
+    }
+
+    pub fn discard(self) {}
+}
+
+/// Writes `path` whole or not at all (see `Partial`).
+pub fn write_atomically(
+    path: &Utf8Path,
+    write: impl FnOnce(&mut &File) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    if !Partial::possible(path) {
+        let f = fs::OpenOptions::new().write(true).open(path)?;
+        return write(&mut &f);
+    }
+    let partial = Partial::create(path)?;
+    write(&mut partial.file())?;
+    partial.commit()
+}
+
+/// Writes `bytes` to the regular file `path` whole or not at all, created with `mode` (less the
+/// umask); `before` is asked last and may still refuse (the file is then not written).
+pub fn write_whole(
+    path: &Path,
+    bytes: &[u8],
+    mode: u32,
+    before: impl FnOnce() -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    let partial = Partial::create_mode(path, mode)?;
+    std::io::Write::write_all(&mut partial.file(), bytes)?;
+    before()?;
+    partial.commit()
+}
+
+/// The SHA-256 of `bytes`, in lower-case hex.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex(&Sha256::digest(bytes))
+}
+
+/// Lower-case hex of `bytes`.
+pub fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    bytes.iter().fold(String::new(), |mut s, b| {
+        let _ = write!(s, "{b:02x}");
+        s
+    })
+}
+
+/// A file name of 16 hex digits that stays the same for the same `parts` (the first 8 bytes of
+/// the SHA-256 of the parts joined by NUL bytes).
+pub fn stable_name(parts: &[&[u8]]) -> String {
+    let mut h = Sha256::new();
+    for (i, part) in parts.iter().enumerate() {
+        if i > 0 {
+            h.update([0]);
+        }
+        h.update(part);
+    }
+    hex(&h.finalize()[..8])
+}
+
+/// Locks `m`, also when a thread panicked while holding it (what it guards stays usable).
+pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use camino::Utf8PathBuf;
+
+    #[test]
+    fn stable_names_are_the_first_8_bytes_of_the_joined_parts_digest() {
+        // sha256("a\0b")
+        assert_eq!(stable_name(&[b"a", b"b"]), &sha256_hex(b"a\0b")[..16]);
+        assert_eq!(stable_name(&[b"a", b"b"]).len(), 16);
+        assert_ne!(stable_name(&[b"a", b"b"]), stable_name(&[b"ab"]));
+    }
+
+    #[test]
+    fn a_whole_write_leaves_nothing_when_refused_at_the_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("o");
+        let refused = write_whole(&path, b"x", 0o600, || {
+            Err(std::io::Error::other("cancelled"))
+        });
+        assert!(refused.is_err());
+        assert_eq!(
+            fs::read_dir(dir.path()).unwrap().count(),
+            0,
+            "no partial file left"
+        );
+        write_whole(&path, b"x", 0o600, || Ok(())).unwrap();
+        let mode = fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!((fs::read(&path).unwrap(), mode), (b"x".to_vec(), 0o600));
+    }
+
+    #[test]
+    fn an_atomic_write_leaves_the_old_file_when_it_fails() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = Utf8PathBuf::from_path_buf(dir.path().join("r.json")).unwrap();
+        write_atomically(&path, |f| std::io::Write::write_all(f, b"one")).unwrap();
+        let failed = write_atomically(&path, |_| Err(std::io::Error::other("no room")));
+        assert!(failed.is_err());
+        assert_eq!(fs::read_to_string(&path).unwrap(), "one");
+        assert_eq!(
+            fs::read_dir(dir.path()).unwrap().count(),
+            1,
+            "no partial file left"
+        );
+    }
+}

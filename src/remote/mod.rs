@@ -1,0 +1,13 @@
+//! Remote: runs jobs on a Remote Execution API (v2) server — the gRPC client, each job as an
+//! action, and the runner that uploads, executes or finds in the action cache, fetches and
+//! verifies.
+//!
+//! It knows the protocol and the actions; it does not decide which job goes remote or what
+//! follows a failure (the scheduler does), starts no local process, writes nothing in a run's
+//! private directory and prints nothing: warnings and stderr are handed back.
+
+pub(crate) mod action;
+pub(crate) mod reapi;
+mod runner;
+
+pub(crate) use runner::*;

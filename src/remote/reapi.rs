@@ -1,0 +1,584 @@
+//! Reapi: one gRPC connection to a Remote Execution API v2 server, and the calls a link makes on
+//! it — capabilities, blobs in and out of the CAS (batched within the server's limit, ByteStream
+//! beyond it), the action cache, Execute/WaitExecution and CancelOperation.
+//!
+//! It knows the wire (URLs, headers, TLS, resource names, operation results); it does not know
+//! jobs, files on disk, retries or what a result means for a link.
+
+use bazel_remote_apis::build::bazel::remote::execution::v2 as re;
+use bazel_remote_apis::google::bytestream::{self as bs, byte_stream_client::ByteStreamClient};
+use bazel_remote_apis::google::longrunning::{self as lr, operations_client::OperationsClient};
+use prost::Message;
+use re::action_cache_client::ActionCacheClient;
+use re::capabilities_client::CapabilitiesClient;
+use re::content_addressable_storage_client::ContentAddressableStorageClient;
+use re::execution_client::ExecutionClient;
+use std::sync::Arc;
+use std::time::Duration;
+use tonic::metadata::{AsciiMetadataKey, AsciiMetadataValue};
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
+
+/// Where the server is and how to speak to it.
+#[derive(Debug, Clone)]
+pub struct Target {
+    /// grpc://HOST:PORT, grpcs://HOST:PORT or unix:PATH.
+    pub url: String,
+    pub instance: String,
+    /// Sent with every call (API keys).
+    pub headers: Vec<(String, String)>,
+    /// A PEM file of the authorities that sign the server's certificate, instead of the system's.
+    pub ca: Option<std::path::PathBuf>,
+}
+
+/// Adds the user's headers to every call.
+#[derive(Clone)]
+pub struct Headers(Arc<Vec<(AsciiMetadataKey, AsciiMetadataValue)>>);
+
+impl tonic::service::Interceptor for Headers {
+    fn call(&mut self, mut req: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
+        for (k, v) in self.0.iter() {
+            req.metadata_mut().insert(k.clone(), v.clone());
+        }
+        Ok(req)
+    }
+}
+
+type Svc = InterceptedService<Channel, Headers>;
+
+/// The largest message this client sends or takes (ByteStream chunks are 1 MiB).
+const MAX_MESSAGE: usize = 64 << 20;
+const CHUNK: usize = 1 << 20;
+
+/// A connection to one instance of a server.
+#[derive(Clone)]
+pub struct Client {
+    pub instance: String,
+    cas: ContentAddressableStorageClient<Svc>,
+    bytestream: ByteStreamClient<Svc>,
+    cache: ActionCacheClient<Svc>,
+    exec: ExecutionClient<Svc>,
+    ops: OperationsClient<Svc>,
+    caps: CapabilitiesClient<Svc>,
+    /// The most a batch call may carry, from the server's capabilities.
+    pub max_batch: usize,
+}
+
+/// What the server says it can do.
+#[derive(Debug, Clone)]
+pub struct Capabilities {
+    pub sha256: bool,
+    pub exec_enabled: bool,
+    pub cache_updates: bool,
+    pub max_batch: usize,
+    pub api: String,
+}
+
+fn endpoint(target: &Target) -> Result<Endpoint, String> {
+    let url = &target.url;
+    let (uri, tls) = if let Some(rest) = url.strip_prefix("grpc://") {
+        (format!("http://{rest}"), false)
+    } else if let Some(rest) = url.strip_prefix("grpcs://") {
+        (format!("https://{rest}"), true)
+    } else if url.starts_with("http://") {
+        (url.clone(), false)
+    } else if url.starts_with("https://") {
+        (url.clone(), true)
+    } else if url.starts_with("unix:") {
+        (url.clone(), false)
+    } else {
+        return Err(format!(
+            "{url:?} is not grpc://HOST:PORT, grpcs://HOST:PORT or unix:PATH"
+        ));
+    };
+    let mut e = Endpoint::from_shared(uri)
+        .map_err(|e| format!("{url:?}: {e}"))?
+        .connect_timeout(Duration::from_secs(5))
+        .http2_keep_alive_interval(Duration::from_secs(30))
+        .keep_alive_timeout(Duration::from_secs(20));
+    if tls {
+        let mut config = ClientTlsConfig::new();
+        config = match &target.ca {
+            Some(path) => {
+                let pem = std::fs::read(path)
+                    .map_err(|e| format!("read the CA file {}: {e}", path.display()))?;
+                config.ca_certificate(Certificate::from_pem(pem))
+            }
+            None => config.with_native_roots(),
+        };
+        e = e.tls_config(config).map_err(|e| format!("{url:?}: {e}"))?;
+    }
+    Ok(e)
+}
+
+fn headers(target: &Target) -> Result<Headers, String> {
+    let mut out = Vec::new();
+    for (k, v) in &target.headers {
+        let key = AsciiMetadataKey::from_bytes(k.to_ascii_lowercase().as_bytes())
+            .map_err(|_| format!("{k:?} is not a valid header name"))?;
+        let value = AsciiMetadataValue::try_from(v.as_str())
+            .map_err(|_| format!("the value of header {k} is not printable ASCII"))?;
+        out.push((key, value));
+    }
+    Ok(Headers(Arc::new(out)))
+}
+
+/// A gRPC status as one line: "UNAVAILABLE: connection refused".
+pub fn describe(s: &tonic::Status) -> String {
+    let code = format!("{:?}", s.code());
+    let mut name = String::new();
+    for (i, c) in code.chars().enumerate() {
+        if c.is_uppercase() && i > 0 {
+            name.push('_');
+        }
+        name.push(c.to_ascii_uppercase());
+    }
+    let message = s.message().lines().next().unwrap_or("");
+    if message.is_empty() {
+        name
+    } else {
+        format!("{name}: {message}")
+    }
+}
+
+/// Whether a failed call is worth trying again.
+pub fn transient(code: tonic::Code) -> bool {
+    use tonic::Code::*;
+    matches!(
+        code,
+        Unavailable | ResourceExhausted | DeadlineExceeded | Aborted | Unknown | Internal
+    )
+}
+
+/// What an Execute or WaitExecution stream ended with.
+pub enum Executed {
+    /// The operation finished: the server's response.
+    Done(Box<re::ExecuteResponse>),
+    /// The stream broke; the operation may live on under this name.
+    Broken {
+        name: Option<String>,
+        status: tonic::Status,
+    },
+}
+
+impl Client {
+    /// Connects and asks for the capabilities.
+    pub async fn connect(target: &Target) -> Result<(Client, Capabilities), String> {
+        let channel = endpoint(target)?
+            .connect()
+            .await
+            .map_err(|e| format!("connect to {}: {}", target.url, error_chain(&e)))?;
+        let h = headers(target)?;
+        let wrap = || InterceptedService::new(channel.clone(), h.clone());
+        let mut client = Client {
+            instance: target.instance.clone(),
+            cas: ContentAddressableStorageClient::new(wrap())
+                .max_decoding_message_size(MAX_MESSAGE)
+                .max_encoding_message_size(MAX_MESSAGE),
+            bytestream: ByteStreamClient::new(wrap()).max_decoding_message_size(MAX_MESSAGE),
+            cache: ActionCacheClient::new(wrap()).max_decoding_message_size(MAX_MESSAGE),
+            exec: ExecutionClient::new(wrap()).max_decoding_message_size(MAX_MESSAGE),
+            ops: OperationsClient::new(wrap()),
+            caps: CapabilitiesClient::new(wrap()),
+            max_batch: 0,
+        };
+        let caps = client.capabilities().await?;
+        client.max_batch = caps.max_batch;
+        Ok((client, caps))
+    }
+
+    pub async fn capabilities(&mut self) -> Result<Capabilities, String> {
+        let caps = self
+            .caps
+            .get_capabilities(re::GetCapabilitiesRequest {
+                instance_name: self.instance.clone(),
+            })
+            .await
+            .map_err(|s| format!("ask for the server's capabilities: {}", describe(&s)))?
+            .into_inner();
+        let sha = re::digest_function::Value::Sha256 as i32;
+        let cache = caps.cache_capabilities.unwrap_or_default();
+        let exec = caps.execution_capabilities.unwrap_or_default();
+        let max = usize::try_from(cache.max_batch_total_size_bytes).unwrap_or(0);
+        let api = caps
+            .high_api_version
+            .map(|v| format!("{}.{}", v.major, v.minor))
+            .unwrap_or_else(|| "?".into());
+        Ok(Capabilities {
+            sha256: cache.digest_functions.is_empty() || cache.digest_functions.contains(&sha),
+            exec_enabled: exec.exec_enabled,
+            cache_updates: cache
+                .action_cache_update_capabilities
+                .is_some_and(|c| c.update_enabled),
+            // 0 means no limit of the server's own; gRPC's default message size still applies.
+            max_batch: if max == 0 {
+                4 << 20
+            } else {
+                max.min(MAX_MESSAGE)
+            },
+            api,
+        })
+    }
+
+    /// The digests among `digests` that the CAS does not have.
+    pub async fn find_missing(
+        &mut self,
+        digests: &[re::Digest],
+    ) -> Result<Vec<re::Digest>, tonic::Status> {
+        let mut missing = Vec::new();
+        // A digest is ~80 bytes on the wire: stay far below the batch limit.
+        for chunk in digests.chunks(10_000) {
+            let r = self
+                .cas
+                .find_missing_blobs(re::FindMissingBlobsRequest {
+                    instance_name: self.instance.clone(),
+                    blob_digests: chunk.to_vec(),
+                    ..Default::default()
+                })
+                .await?
+                .into_inner();
+            missing.extend(r.missing_blob_digests);
+        }
+        Ok(missing)
+    }
+
+    /// Whether a blob of `size` bytes fits in a batch call.
+    pub fn batchable(&self, size: usize) -> bool {
+        // Room for the digest and framing of each entry.
+        size + 1024 <= self.max_batch
+    }
+
+    /// Uploads blobs that fit in batch calls, as few calls as the limit allows.
+    pub async fn batch_upload(
+        &mut self,
+        blobs: Vec<(re::Digest, Vec<u8>)>,
+    ) -> Result<(), tonic::Status> {
+        let mut batch: Vec<re::batch_update_blobs_request::Request> = Vec::new();
+        let mut size = 0;
+        let mut pending = blobs.into_iter().peekable();
+        while let Some((digest, data)) = pending.next() {
+            size += data.len() + 1024;
+            batch.push(re::batch_update_blobs_request::Request {
+                digest: Some(digest),
+                data,
+                ..Default::default()
+            });
+            let next_fits = pending
+                .peek()
+                .is_some_and(|(_, d)| size + d.len() + 1024 <= self.max_batch);
+            if !next_fits {
+                let r = self
+                    .cas
+                    .batch_update_blobs(re::BatchUpdateBlobsRequest {
+                        instance_name: self.instance.clone(),
+                        requests: std::mem::take(&mut batch),
+                        ..Default::default()
+                    })
+                    .await?
+                    .into_inner();
+                for resp in r.responses {
+                    let status = resp.status.unwrap_or_default();
+                    if status.code != 0 {
+                        let hash = resp.digest.map(|d| d.hash).unwrap_or_default();
+                        return Err(tonic::Status::new(
+                            tonic::Code::from(status.code),
+                            format!("upload blob {hash}: {}", status.message),
+                        ));
+                    }
+                }
+                size = 0;
+            }
+        }
+        Ok(())
+    }
+
+    /// Uploads one blob through ByteStream, in chunks.
+    pub async fn stream_upload(
+        &mut self,
+        digest: &re::Digest,
+        data: Vec<u8>,
+    ) -> Result<(), tonic::Status> {
+        let uuid = uuid_like();
+        let resource = format!(
+            "{}uploads/{uuid}/blobs/{}/{}",
+            prefix(&self.instance),
+            digest.hash,
+            digest.size_bytes
+        );
+        let total = data.len();
+        let mut requests = Vec::new();
+        let mut offset = 0;
+        loop {
+            let end = (offset + CHUNK).min(total);
+            requests.push(bs::WriteRequest {
+                resource_name: if offset == 0 {
+                    resource.clone()
+                } else {
+                    String::new()
+                },
+                write_offset: offset as i64,
+                finish_write: end == total,
+                data: data[offset..end].to_vec(),
+            });
+            offset = end;
+            if offset == total {
+                break;
+            }
+        }
+        self.bytestream
+            .write(tokio_stream_iter(requests))
+            .await
+            .map(|_| ())
+    }
+
+    /// Reads one blob: a batch call when it fits, else ByteStream.
+    pub async fn read(&mut self, digest: &re::Digest) -> Result<Vec<u8>, tonic::Status> {
+        if digest.size_bytes == 0 {
+            return Ok(Vec::new());
+        }
+        let size = usize::try_from(digest.size_bytes).unwrap_or(usize::MAX);
+        if self.batchable(size) {
+            let r = self
+                .cas
+                .batch_read_blobs(re::BatchReadBlobsRequest {
+                    instance_name: self.instance.clone(),
+                    digests: vec![digest.clone()],
+                    ..Default::default()
+                })
+                .await?
+                .into_inner();
+            let resp = r.responses.into_iter().next().unwrap_or_default();
+            let status = resp.status.unwrap_or_default();
+            if status.code != 0 {
+                return Err(tonic::Status::new(
+                    tonic::Code::from(status.code),
+                    format!("read blob {}: {}", digest.hash, status.message),
+                ));
+            }
+            return Ok(resp.data);
+        }
+        let resource = format!(
+            "{}blobs/{}/{}",
+            prefix(&self.instance),
+            digest.hash,
+            digest.size_bytes
+        );
+        let mut stream = self
+            .bytestream
+            .read(bs::ReadRequest {
+                resource_name: resource,
+                ..Default::default()
+            })
+            .await?
+            .into_inner();
+        let mut data = Vec::with_capacity(size);
+        while let Some(chunk) = stream.message().await? {
+            data.extend_from_slice(&chunk.data);
+        }
+        Ok(data)
+    }
+
+    /// The action cache's result for an action; None when it has none.
+    pub async fn cached(
+        &mut self,
+        action: &re::Digest,
+    ) -> Result<Option<re::ActionResult>, tonic::Status> {
+        match self
+            .cache
+            .get_action_result(re::GetActionResultRequest {
+                instance_name: self.instance.clone(),
+                action_digest: Some(action.clone()),
+                inline_stderr: true,
+                ..Default::default()
+            })
+            .await
+        {
+            Ok(r) => Ok(Some(r.into_inner())),
+            Err(s) if s.code() == tonic::Code::NotFound => Ok(None),
+            Err(s) => Err(s),
+        }
+    }
+
+    /// Executes an action (or re-attaches to operation `resume`) and follows it to its end;
+    /// `started` learns the operation's name as soon as the server gives it.
+    pub async fn execute(
+        &mut self,
+        action: &re::Digest,
+        skip_cache: bool,
+        resume: Option<String>,
+        mut started: impl FnMut(&str),
+    ) -> Executed {
+        let stream = match &resume {
+            Some(name) => {
+                self.exec
+                    .wait_execution(re::WaitExecutionRequest { name: name.clone() })
+                    .await
+            }
+            None => {
+                self.exec
+                    .execute(re::ExecuteRequest {
+                        instance_name: self.instance.clone(),
+                        skip_cache_lookup: skip_cache,
+                        action_digest: Some(action.clone()),
+                        inline_stderr: true,
+                        inline_stdout: true,
+                        ..Default::default()
+                    })
+                    .await
+            }
+        };
+        let mut name = resume;
+        let mut stream = match stream {
+            Ok(s) => s.into_inner(),
+            Err(status) => return Executed::Broken { name, status },
+        };
+        loop {
+            match stream.message().await {
+                Ok(Some(op)) => {
+                    if name.as_deref() != Some(op.name.as_str()) && !op.name.is_empty() {
+                        started(&op.name);
+                        name = Some(op.name.clone());
+                    }
+                    if !op.done {
+                        continue;
+                    }
+                    return match op.result {
+                        Some(lr::operation::Result::Response(any)) => {
+                            match re::ExecuteResponse::decode(any.value.as_slice()) {
+                                Ok(r) => Executed::Done(Box::new(r)),
+                                Err(e) => Executed::Broken {
+                                    name: None,
+                                    status: tonic::Status::internal(format!(
+                                        "decode the ExecuteResponse: {e}"
+                                    )),
+                                },
+                            }
+                        }
+                        Some(lr::operation::Result::Error(s)) => Executed::Broken {
+                            name: None,
+                            status: tonic::Status::new(tonic::Code::from(s.code), s.message),
+                        },
+                        None => Executed::Broken {
+                            name: None,
+                            status: tonic::Status::internal("the operation ended without a result"),
+                        },
+                    };
+                }
+                Ok(None) => {
+                    return Executed::Broken {
+                        name,
+                        status: tonic::Status::unavailable("the operation stream ended early"),
+                    }
+                }
+                Err(status) => return Executed::Broken { name, status },
+            }
+        }
+    }
+
+    /// Asks the server to cancel an operation, waiting at most 2 s.
+    pub async fn cancel(&mut self, name: &str) -> Result<(), String> {
+        match tokio::time::timeout(
+            Duration::from_secs(2),
+            self.ops.cancel_operation(lr::CancelOperationRequest {
+                name: name.to_string(),
+            }),
+        )
+        .await
+        {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(s)) => Err(describe(&s)),
+            Err(_) => Err("no answer in 2 s".into()),
+        }
+    }
+}
+
+fn prefix(instance: &str) -> String {
+    if instance.is_empty() {
+        String::new()
+    } else {
+        format!("{instance}/")
+    }
+}
+
+/// A random UUID-shaped name for an upload (the server only needs it unique).
+fn uuid_like() -> String {
+    use sha2::{Digest, Sha256};
+    let seed = format!(
+        "{:?}{}{:?}",
+        std::time::SystemTime::now(),
+        std::process::id(),
+        std::thread::current().id()
+    );
+    let h = crate::fsutil::hex(&Sha256::digest(seed.as_bytes()));
+    format!(
+        "{}-{}-4{}-a{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[13..16],
+        &h[17..20],
+        &h[20..32]
+    )
+}
+
+/// A stream of the given messages, for a client-streaming call.
+fn tokio_stream_iter<T: Send + 'static>(
+    items: Vec<T>,
+) -> impl tokio_stream::Stream<Item = T> + Send {
+    tokio_stream::iter(items)
+}
+
+/// An error and its sources, on one line.
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut source = e.source();
+    while let Some(inner) = source {
+        let text = inner.to_string();
+        if !s.contains(&text) {
+            s.push_str(": ");
+            s.push_str(&text);
+        }
+        source = inner.source();
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_map_to_endpoints_or_say_what_is_accepted() {
+        let t = |url: &str| Target {
+            url: url.into(),
+            instance: String::new(),
+            headers: vec![],
+            ca: None,
+        };
+        assert_eq!(
+            endpoint(&t("grpc://farm:8980")).unwrap().uri().to_string(),
+            "http://farm:8980/"
+        );
+        assert!(endpoint(&t("unix:/run/farm.sock")).is_ok());
+        let e = endpoint(&t("farm:8980")).err().unwrap();
+        assert!(e.contains("grpc://HOST:PORT"), "{e}");
+    }
+
+    #[test]
+    fn statuses_read_like_grpc_codes() {
+        let s = tonic::Status::resource_exhausted("too many\nsecond line");
+        assert_eq!(describe(&s), "RESOURCE_EXHAUSTED: too many");
+        assert!(transient(tonic::Code::Unavailable));
+        assert!(!transient(tonic::Code::InvalidArgument));
+    }
+
+    #[test]
+    fn headers_are_checked() {
+        let t = Target {
+            url: String::new(),
+            instance: String::new(),
+            headers: vec![("x-api-key".into(), "secret\n".into())],
+            ca: None,
+        };
+        assert!(headers(&t).is_err());
+    }
+}

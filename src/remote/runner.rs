@@ -1,0 +1,761 @@
+//! Remote: runs a link's jobs on a Remote Execution API server — one connection per link, every
+//! distinct input uploaded once, the action cache asked first, transient failures retried, outputs
+//! written atomically and verified like local ones.
+//!
+//! It knows how one remote job goes, from upload to verified output, and reports each job's end
+//! to a callback. It does not decide which job goes remote or what happens after a failure (the
+//! scheduler does), and it starts no local processes.
+
+use crate::fsutil::{lock, write_whole};
+use crate::job::outcome::{self, RemoteInfo as Info, RemoteTotals as Totals, Status};
+use crate::job::parse::JobFile;
+use crate::remote::action::{self, Common, JobAction};
+use crate::remote::reapi::{self, Client, Executed, Target};
+use bazel_remote_apis::build::bazel::remote::execution::v2 as re;
+use std::collections::{HashMap, HashSet};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// What the user asked of the remote path.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub target: Target,
+    /// Jobs in flight on the server at once.
+    pub jobs: usize,
+    /// Whether the action cache is read and written.
+    pub cache: bool,
+    pub platform: Vec<(String, String)>,
+    /// Whether the workers mount the input root at `/`.
+    pub root_is_slash: bool,
+}
+
+/// How a remote job ended.
+#[derive(Debug, Clone)]
+pub struct End {
+    pub status: Status,
+    /// What was wrong, if anything: the job then falls back (or fails).
+    pub problem: Option<String>,
+    pub info: Info,
+    /// What the command wrote to stderr on the worker (the caller puts it where it belongs).
+    pub stderr: Vec<u8>,
+}
+
+impl End {
+    /// A job that never reached the server, for `problem`.
+    pub fn failed_here(problem: String) -> End {
+        End {
+            status: Status::default(),
+            problem: Some(problem),
+            info: Info::default(),
+            stderr: Vec::new(),
+        }
+    }
+}
+
+#[derive(Default)]
+struct Counters {
+    distinct_blobs: AtomicU64,
+    uploaded_bytes: AtomicU64,
+    uploaded_blobs: AtomicU64,
+    downloaded_bytes: AtomicU64,
+}
+
+/// How many times a transient failure is tried again, and the first pause (then ×4).
+const RETRIES: u32 = 3;
+const BACKOFF: Duration = Duration::from_millis(250);
+
+/// The pauses between the tries of one call that failed transiently.
+struct Backoff {
+    tries: u32,
+    pause: Duration,
+}
+
+impl Backoff {
+    fn new() -> Backoff {
+        Backoff {
+            tries: 0,
+            pause: BACKOFF,
+        }
+    }
+
+    /// Waits before the next try; false, at once, when every retry is spent.
+    async fn wait(&mut self) -> bool {
+        if self.tries >= RETRIES {
+            return false;
+        }
+        self.tries += 1;
+        tokio::time::sleep(self.pause).await;
+        self.pause *= 4;
+        true
+    }
+}
+
+struct Ctx {
+    client: Client,
+    jobs: Vec<Option<JobAction>>,
+    /// Each input file's digest, and where it is.
+    files: HashMap<String, (re::Digest, PathBuf)>,
+    uploaded: tokio::sync::OnceCell<Result<(), String>>,
+    cache: bool,
+    cwd: PathBuf,
+    outputs: Vec<Vec<String>>,
+    cancelled: tokio::sync::watch::Receiver<bool>,
+    operations: Mutex<HashMap<usize, String>>,
+    counters: Counters,
+}
+
+/// A link's connection to the server, and the jobs it can run there.
+pub struct Remote {
+    rt: tokio::runtime::Runtime,
+    ctx: Arc<Ctx>,
+    cancel: tokio::sync::watch::Sender<bool>,
+    /// The CancelOperation calls under way, waited for by `finish`.
+    cancelling: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    server: String,
+    /// What went wrong on the side (a cancel the server refused), for the caller to print.
+    warnings: Arc<Mutex<Vec<String>>>,
+}
+
+/// The compiler's identity: a digest of its binary and its version text, so that a compiler
+/// replaced at the same path changes every action.
+pub fn compiler_identity(program: &str) -> Result<String, String> {
+    let path = if program.contains('/') {
+        PathBuf::from(program)
+    } else {
+        which::which(program).map_err(|e| format!("find the compiler {program}: {e}"))?
+    };
+    let real = std::fs::canonicalize(&path)
+        .map_err(|e| format!("find the compiler {}: {e}", path.display()))?;
+    let (digest, _) =
+        file_digest(&real).map_err(|e| format!("read the compiler {}: {e}", real.display()))?;
+    let version = std::process::Command::new(&path)
+        .arg("--version")
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output()
+        .map(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .next()
+                .unwrap_or("")
+                .to_string()
+        })
+        .unwrap_or_default();
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    h.update(digest.hash.as_bytes());
+    h.update(version.as_bytes());
+    Ok(format!("sha256:{}", crate::fsutil::hex(&h.finalize())))
+}
+
+/// A file's digest, read in pieces.
+fn file_digest(path: &Path) -> std::io::Result<(re::Digest, u64)> {
+    use sha2::{Digest, Sha256};
+    let mut f = std::fs::File::open(path)?;
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 1 << 16];
+    let mut size = 0u64;
+    loop {
+        let n = f.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        size += n as u64;
+        h.update(&buf[..n]);
+    }
+    Ok((
+        re::Digest {
+            hash: crate::fsutil::hex(&h.finalize()),
+            size_bytes: size as i64,
+        },
+        size,
+    ))
+}
+
+impl Remote {
+    /// Connects, checks the server, and turns each job into an action. Returns, for each job,
+    /// why it runs here instead (None: it can run remotely).
+    pub fn start(
+        options: &Options,
+        file: &JobFile<'_>,
+        cwd: &Path,
+    ) -> Result<(Remote, Vec<Option<String>>), String> {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("remote")
+            .enable_all()
+            .build()
+            .map_err(|e| format!("start the remote client: {e}"))?;
+        let target = options.target.clone();
+        let (client, caps) = rt.block_on(async move {
+            tokio::time::timeout(Duration::from_secs(15), Client::connect(&target))
+                .await
+                .unwrap_or_else(|_| Err(format!("connect to {}: timed out", target.url)))
+        })?;
+        if !caps.sha256 {
+            return Err(format!(
+                "{} does not take SHA-256 digests, the only ones dtlto-bridge makes",
+                options.target.url
+            ));
+        }
+        if !caps.exec_enabled {
+            return Err(format!(
+                "{} (instance {:?}) does not execute actions",
+                options.target.url, options.target.instance
+            ));
+        }
+        let compiler = file
+            .jobs
+            .first()
+            .and_then(|j| j.command.words().next())
+            .map(|w| w.to_string())
+            .unwrap_or_default();
+        let identity = compiler_identity(&compiler)?;
+        let common = Common {
+            cwd: cwd.to_path_buf(),
+            root_is_slash: options.root_is_slash,
+            identity,
+            platform: options.platform.clone(),
+            cache: options.cache,
+        };
+
+        let mut files: HashMap<String, (re::Digest, PathBuf)> = HashMap::new();
+        let mut digests: HashMap<PathBuf, re::Digest> = HashMap::new();
+        let mut why = Vec::with_capacity(file.jobs.len());
+        let mut jobs = Vec::with_capacity(file.jobs.len());
+        for job in &file.jobs {
+            let inputs: Vec<&str> = job.inputs.iter().map(|s| s.as_ref()).collect();
+            let outputs: Vec<&str> = job.outputs.iter().map(|s| s.as_ref()).collect();
+            if let Some(reason) = action::unsuitable(&inputs, &outputs, options.root_is_slash) {
+                why.push(Some(reason));
+                jobs.push(None);
+                continue;
+            }
+            let mut unreadable = None;
+            for input in &inputs {
+                let path = action::absolute(cwd, input);
+                if digests.contains_key(&path) {
+                    continue;
+                }
+                match file_digest(&path) {
+                    Ok((d, _)) => {
+                        files.insert(d.hash.clone(), (d.clone(), path.clone()));
+                        digests.insert(path, d);
+                    }
+                    Err(e) => {
+                        unreadable = Some(format!("read its input {input}: {e}"));
+                        break;
+                    }
+                }
+            }
+            if let Some(reason) = unreadable {
+                why.push(Some(reason));
+                jobs.push(None);
+                continue;
+            }
+            let argv: Vec<&str> = job.command.words().map(|w| w.as_ref()).collect();
+            let built = action::build(&common, &argv, &inputs, &outputs, &|p: &Path| {
+                digests.get(p).cloned().unwrap_or_default()
+            });
+            why.push(None);
+            jobs.push(Some(built));
+        }
+        let (cancel, cancelled) = tokio::sync::watch::channel(false);
+        let ctx = Arc::new(Ctx {
+            client,
+            jobs,
+            files,
+            uploaded: tokio::sync::OnceCell::new(),
+            cache: options.cache,
+            cwd: cwd.to_path_buf(),
+            outputs: file
+                .jobs
+                .iter()
+                .map(|j| j.outputs.iter().map(|o| o.to_string()).collect())
+                .collect(),
+            cancelled,
+            operations: Mutex::new(HashMap::new()),
+            counters: Counters::default(),
+        });
+        Ok((
+            Remote {
+                rt,
+                ctx,
+                cancel,
+                cancelling: Mutex::new(Vec::new()),
+                server: options.target.url.clone(),
+                warnings: Arc::default(),
+            },
+            why,
+        ))
+    }
+
+    /// Runs job `index` remotely; `reply` learns how it ended (not called once the link is
+    /// cancelled).
+    pub fn submit(&self, index: usize, reply: Box<dyn FnOnce(End) + Send>) {
+        let ctx = self.ctx.clone();
+        self.rt.spawn(async move {
+            let mut cancelled = ctx.cancelled.clone();
+            let end = tokio::select! {
+                end = run_job(&ctx, index) => end,
+                _ = cancelled.wait_for(|c| *c) => return,
+            };
+            if !*ctx.cancelled.borrow() {
+                reply(end);
+            }
+        });
+    }
+
+    /// Stops every remote job: nothing more is written, and the server is asked to cancel the
+    /// operations in flight.
+    pub fn cancel(&self) {
+        let _ = self.cancel.send(true);
+        let names: Vec<String> = lock(&self.ctx.operations).drain().map(|(_, n)| n).collect();
+        // Spawned, not waited for: this may run on one of the runtime's own threads.
+        let mut cancelling = lock(&self.cancelling);
+        for name in names {
+            let mut client = self.ctx.client.clone();
+            let warnings = self.warnings.clone();
+            cancelling.push(self.rt.spawn(async move {
+                if let Err(e) = client.cancel(&name).await {
+                    lock(&warnings).push(format!("cancel the remote operation {name}: {e}"));
+                }
+            }));
+        }
+    }
+
+    /// Waits for nothing more: the run is over. Returns what was sent and fetched, and the
+    /// warnings to print.
+    pub fn finish(self) -> (Totals, Vec<String>) {
+        let c = &self.ctx.counters;
+        let totals = Totals {
+            server: self.server.clone(),
+            distinct_blobs: c.distinct_blobs.load(Ordering::Relaxed),
+            uploaded_bytes: c.uploaded_bytes.load(Ordering::Relaxed),
+            uploaded_blobs: c.uploaded_blobs.load(Ordering::Relaxed),
+            downloaded_bytes: c.downloaded_bytes.load(Ordering::Relaxed),
+        };
+        let _ = self.cancel.send(true);
+        let cancelling = std::mem::take(&mut *lock(&self.cancelling));
+        self.rt.block_on(async {
+            for handle in cancelling {
+                let _ = handle.await;
+            }
+        });
+        self.rt.shutdown_timeout(Duration::from_secs(2));
+        let warnings = std::mem::take(&mut *lock(&self.warnings));
+        (totals, warnings)
+    }
+}
+
+/// For `doctor --remote`: the server's capabilities, and one tiny action executed (never from
+/// the cache) with its latency; or what is wrong.
+pub fn probe(options: &Options) -> Result<String, String> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("start the remote client: {e}"))?;
+    let target = options.target.clone();
+    let platform = options.platform.clone();
+    rt.block_on(async move {
+        let start = std::time::Instant::now();
+        let (mut client, caps) =
+            tokio::time::timeout(Duration::from_secs(15), Client::connect(&target))
+                .await
+                .unwrap_or_else(|_| Err(format!("connect to {}: timed out", target.url)))?;
+        let connected = start.elapsed().as_secs_f64();
+        let mut text =
+            format!(
+            "{} (instance {:?}): REAPI {}, SHA-256 {}, execution {}, cache updates {}, max batch \
+             {:.1} MB, connected in {:.3}s",
+            target.url,
+            target.instance,
+            caps.api,
+            if caps.sha256 { "yes" } else { "NO" },
+            if caps.exec_enabled { "enabled" } else { "DISABLED" },
+            if caps.cache_updates { "yes" } else { "no" },
+            caps.max_batch as f64 / 1e6,
+            connected
+        );
+        if !caps.sha256 || !caps.exec_enabled {
+            return Err(text);
+        }
+        let common = Common {
+            cwd: PathBuf::from("/"),
+            root_is_slash: false,
+            identity: "doctor".into(),
+            platform,
+            cache: false,
+        };
+        let argv = ["/bin/sh", "-c", "echo dtlto-bridge > doctor.txt"];
+        let job = action::build(&common, &argv, &[], &["doctor.txt"], &|_| {
+            action::digest_of(b"")
+        });
+        client
+            .batch_upload(job.blobs.clone())
+            .await
+            .map_err(|s| format!("{text}; upload a test action: {}", reapi::describe(&s)))?;
+        let t = std::time::Instant::now();
+        match client.execute(&job.action_digest, true, None, |_| {}).await {
+            Executed::Done(r) => {
+                let worker = r
+                    .result
+                    .as_ref()
+                    .map(worker_name)
+                    .unwrap_or_else(|| "the worker".into());
+                match (&r.status, &r.result) {
+                    (Some(s), _) if s.code != 0 => Err(format!(
+                        "{text}; a test action (/bin/sh -c 'echo ... > doctor.txt') failed: {}",
+                        s.message
+                    )),
+                    (_, Some(result)) if result.exit_code == 0 => {
+                        text.push_str(&format!(
+                            "; a test action's round trip took {:.2}s on {worker}",
+                            t.elapsed().as_secs_f64()
+                        ));
+                        Ok(text)
+                    }
+                    _ => Err(format!(
+                        "{text}; a test action (/bin/sh -c 'echo ... > doctor.txt') did not \
+                         succeed on {worker}"
+                    )),
+                }
+            }
+            Executed::Broken { status, .. } => Err(format!(
+                "{text}; a test action failed: {}",
+                reapi::describe(&status)
+            )),
+        }
+    })
+}
+
+/// Runs `f` again after transient failures, with backoff.
+async fn retrying<T, F, Fut>(mut f: F) -> Result<T, tonic::Status>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, tonic::Status>>,
+{
+    let mut backoff = Backoff::new();
+    loop {
+        match f().await {
+            Err(s) if reapi::transient(s.code()) => {
+                if !backoff.wait().await {
+                    return Err(s);
+                }
+            }
+            other => return other,
+        }
+    }
+}
+
+/// Uploads what the server lacks of every input and every action message of the link, once.
+async fn upload_all(ctx: &Ctx) -> Result<(), String> {
+    let mut blobs: HashMap<String, &[u8]> = HashMap::new();
+    let mut all: Vec<re::Digest> = Vec::new();
+    let mut seen = HashSet::new();
+    for (digest, bytes) in ctx.jobs.iter().flatten().flat_map(|j| j.blobs.iter()) {
+        if seen.insert(digest.hash.clone()) {
+            blobs.insert(digest.hash.clone(), bytes);
+            all.push(digest.clone());
+        }
+    }
+    for (digest, _) in ctx.files.values() {
+        if seen.insert(digest.hash.clone()) {
+            all.push(digest.clone());
+        }
+    }
+    ctx.counters
+        .distinct_blobs
+        .store(all.len() as u64, Ordering::Relaxed);
+    let missing = retrying(|| {
+        let mut c = ctx.client.clone();
+        let all = all.clone();
+        async move { c.find_missing(&all).await }
+    })
+    .await
+    .map_err(|s| format!("ask the CAS which inputs it lacks: {}", reapi::describe(&s)))?;
+
+    let mut batch: Vec<(re::Digest, Vec<u8>)> = Vec::new();
+    let mut batch_size = 0;
+    let max = ctx.client.max_batch;
+    for digest in missing {
+        let data = match blobs.get(&digest.hash) {
+            Some(b) => b.to_vec(),
+            None => {
+                let Some((_, path)) = ctx.files.get(&digest.hash) else {
+                    continue;
+                };
+                let data =
+                    std::fs::read(path).map_err(|e| format!("read {}: {e}", path.display()))?;
+                if action::digest_of(&data) != digest {
+                    return Err(format!("{} changed while the link ran", path.display()));
+                }
+                data
+            }
+        };
+        if !ctx.client.batchable(data.len()) {
+            retrying(|| {
+                let mut c = ctx.client.clone();
+                let (d, data) = (digest.clone(), data.clone());
+                async move { c.stream_upload(&d, data).await }
+            })
+            .await
+            .map_err(|s| format!("upload {}: {}", digest.hash, reapi::describe(&s)))?;
+            ctx.counters.uploaded_blobs.fetch_add(1, Ordering::Relaxed);
+            ctx.counters
+                .uploaded_bytes
+                .fetch_add(data.len() as u64, Ordering::Relaxed);
+            continue;
+        }
+        if batch_size + data.len() + 1024 > max {
+            send_batch(ctx, std::mem::take(&mut batch)).await?;
+            batch_size = 0;
+        }
+        batch_size += data.len() + 1024;
+        batch.push((digest, data));
+    }
+    if !batch.is_empty() {
+        send_batch(ctx, batch).await?;
+    }
+    Ok(())
+}
+
+async fn send_batch(ctx: &Ctx, batch: Vec<(re::Digest, Vec<u8>)>) -> Result<(), String> {
+    let n = batch.len();
+    let bytes: usize = batch.iter().map(|(_, d)| d.len()).sum();
+    retrying(|| {
+        let mut c = ctx.client.clone();
+        let batch = batch.clone();
+        async move { c.batch_upload(batch).await }
+    })
+    .await
+    .map_err(|s| format!("upload {n} blob(s): {}", reapi::describe(&s)))?;
+    ctx.counters
+        .uploaded_blobs
+        .fetch_add(n as u64, Ordering::Relaxed);
+    ctx.counters
+        .uploaded_bytes
+        .fetch_add(bytes as u64, Ordering::Relaxed);
+    Ok(())
+}
+
+fn seconds(from: std::time::Instant) -> f64 {
+    from.elapsed().as_secs_f64()
+}
+
+fn failed(start: f64, info: Info, problem: String) -> End {
+    End {
+        status: Status {
+            code: None,
+            signal: None,
+            spawn_error: Some(problem.clone()),
+            start,
+            end: outcome::now(),
+        },
+        problem: Some(problem),
+        info,
+        stderr: Vec::new(),
+    }
+}
+
+fn timestamp(t: &Option<bazel_remote_apis::google::protobuf::Timestamp>) -> Option<f64> {
+    t.as_ref()
+        .map(|t| t.seconds as f64 + f64::from(t.nanos) / 1e9)
+}
+
+/// One job, from upload to verified outputs.
+async fn run_job(ctx: &Ctx, index: usize) -> End {
+    let start = outcome::now();
+    let mut info = Info::default();
+    let Some(job) = ctx.jobs.get(index).and_then(Option::as_ref) else {
+        return failed(start, info, "remote: this job has no action".into());
+    };
+    let t = std::time::Instant::now();
+    let uploaded = ctx.uploaded.get_or_init(|| upload_all(ctx)).await;
+    info.upload_seconds = seconds(t);
+    if let Err(e) = uploaded {
+        return failed(start, info, format!("remote: {e}"));
+    }
+    let mut client = ctx.client.clone();
+
+    if ctx.cache {
+        if let Ok(Some(result)) = client.cached(&job.action_digest).await {
+            if result.exit_code == 0 {
+                let t = std::time::Instant::now();
+                let fetched = fetch_outputs(ctx, &mut client, job, &result).await;
+                info.download_seconds = seconds(t);
+                if fetched.is_ok() {
+                    info.cached = true;
+                    info.worker = result
+                        .execution_metadata
+                        .map(|m| m.worker)
+                        .unwrap_or_default();
+                    return verified(ctx, index, start, info, 0);
+                }
+            }
+        }
+    }
+
+    let t = std::time::Instant::now();
+    let mut resume: Option<String> = None;
+    let mut backoff = Backoff::new();
+    let response = loop {
+        let ended = client
+            .execute(&job.action_digest, !ctx.cache, resume.clone(), |name| {
+                lock(&ctx.operations).insert(index, name.to_string());
+            })
+            .await;
+        let status = match ended {
+            Executed::Done(r) => match &r.status {
+                Some(s) if s.code != 0 => {
+                    tonic::Status::new(tonic::Code::from(s.code), s.message.clone())
+                }
+                _ => break r,
+            },
+            Executed::Broken { name, status } => {
+                // A stream that broke may be re-attached; an operation the server forgot is
+                // started again.
+                resume = if status.code() == tonic::Code::NotFound {
+                    None
+                } else {
+                    name
+                };
+                status
+            }
+        };
+        let again = reapi::transient(status.code()) || status.code() == tonic::Code::NotFound;
+        if !again || !backoff.wait().await {
+            lock(&ctx.operations).remove(&index);
+            info.execute_seconds = seconds(t);
+            return failed(
+                start,
+                info,
+                format!("remote execution failed: {}", reapi::describe(&status)),
+            );
+        }
+    };
+    lock(&ctx.operations).remove(&index);
+    info.execute_seconds = seconds(t);
+    let Some(result) = response.result else {
+        return failed(start, info, "remote: the server sent no result".into());
+    };
+    info.cached = response.cached_result;
+    if let Some(m) = &result.execution_metadata {
+        info.worker = m.worker.clone();
+        if let (Some(q), Some(w)) = (
+            timestamp(&m.queued_timestamp),
+            timestamp(&m.worker_start_timestamp),
+        ) {
+            info.queued_seconds = Some((w - q).max(0.0));
+        }
+    }
+    let stderr = if !result.stderr_raw.is_empty() {
+        result.stderr_raw.clone()
+    } else if let Some(d) = &result.stderr_digest {
+        client.read(d).await.unwrap_or_default()
+    } else {
+        Vec::new()
+    };
+    if result.exit_code != 0 {
+        let mut end = failed(
+            start,
+            info,
+            format!(
+                "remote: exit status {} on {}",
+                result.exit_code,
+                worker_name(&result)
+            ),
+        );
+        end.status.code = Some(result.exit_code);
+        end.status.spawn_error = None;
+        end.stderr = stderr;
+        return end;
+    }
+    let t = std::time::Instant::now();
+    let fetched = fetch_outputs(ctx, &mut client, job, &result).await;
+    info.download_seconds = seconds(t);
+    let mut end = match fetched {
+        Ok(()) => verified(ctx, index, start, info, 0),
+        Err(e) => failed(start, info, format!("remote: {e}")),
+    };
+    end.stderr = stderr;
+    end
+}
+
+fn worker_name(result: &re::ActionResult) -> String {
+    match result
+        .execution_metadata
+        .as_ref()
+        .map(|m| m.worker.as_str())
+    {
+        Some(w) if !w.is_empty() => format!("worker {w}"),
+        _ => "the worker".into(),
+    }
+}
+
+/// The job's outputs checked here like those of a local run.
+fn verified(ctx: &Ctx, index: usize, start: f64, info: Info, code: i32) -> End {
+    let problem = crate::job::output::first_problem(&ctx.cwd, &ctx.outputs[index]);
+    if problem.is_some() {
+        crate::job::output::remove(&ctx.cwd, &ctx.outputs[index]);
+    }
+    End {
+        status: Status {
+            code: Some(code),
+            signal: None,
+            spawn_error: None,
+            start,
+            end: outcome::now(),
+        },
+        problem: problem.map(|p| format!("remote: {p}")),
+        info,
+        stderr: Vec::new(),
+    }
+}
+
+/// Fetches each output of the result and puts it in place: a temporary name, then a rename,
+/// never once the link is cancelled.
+async fn fetch_outputs(
+    ctx: &Ctx,
+    client: &mut Client,
+    job: &JobAction,
+    result: &re::ActionResult,
+) -> Result<(), String> {
+    for (inside, here) in &job.outputs {
+        let Some(file) = result.output_files.iter().find(|f| &f.path == inside) else {
+            return Err(format!("the result has no output {inside}"));
+        };
+        let digest = file.digest.clone().unwrap_or_default();
+        let data = if !file.contents.is_empty() || digest.size_bytes == 0 {
+            file.contents.clone()
+        } else {
+            retrying(|| {
+                let mut c = client.clone();
+                let d = digest.clone();
+                async move { c.read(&d).await }
+            })
+            .await
+            .map_err(|s| format!("fetch output {inside}: {}", reapi::describe(&s)))?
+        };
+        if data.len() as i64 != digest.size_bytes {
+            return Err(format!(
+                "output {inside} came back with {} of its {} bytes",
+                data.len(),
+                digest.size_bytes
+            ));
+        }
+        ctx.counters
+            .downloaded_bytes
+            .fetch_add(data.len() as u64, Ordering::Relaxed);
+        let not_cancelled = || match *ctx.cancelled.borrow() {
+            true => Err(std::io::Error::other("cancelled")),
+            false => Ok(()),
+        };
+        write_whole(here, &data, 0o666, not_cancelled)
+            .map_err(|e| format!("write {}: {e}", here.display()))?;
+    }
+    Ok(())
+}

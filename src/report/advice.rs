@@ -1,0 +1,71 @@
+//! Advice: gives a piece of advice once per build rather than once per link, since a build that
+//! links 25 programs would otherwise print the same warning 25 times.
+//!
+//! It knows what identifies a build from inside one of its links (the session, the process group
+//! and the jobserver the parent advertised) and keeps one marker file per (build, advice) in this
+//! user's directory; it does not know what the advice says. When that directory cannot be used,
+//! the advice is given every time.
+
+use std::time::{Duration, SystemTime};
+
+/// Markers older than this are removed.
+const FORGET: Duration = Duration::from_secs(24 * 3600);
+
+/// What names the build this process belongs to.
+fn build_key() -> Vec<u8> {
+    // SAFETY: getsid and getpgrp have no preconditions.
+    let (sid, pgrp) = unsafe { (libc::getsid(0), libc::getpgrp()) };
+    let mut key = format!("{sid} {pgrp}").into_bytes();
+    for var in ["MAKEFLAGS", "CARGO_MAKEFLAGS", "MFLAGS"] {
+        key.push(0);
+        if let Some(v) = std::env::var_os(var) {
+            key.extend_from_slice(v.as_encoded_bytes());
+        }
+    }
+    key
+}
+
+/// Prints `message` as a warning unless this build has been given it already; the markers
+/// live in this user's directory under `base` (see `pool::base_dir`).
+pub fn once(base: &camino::Utf8Path, message: &str) {
+    if first_time(base, message) {
+        crate::report::warning(message);
+    }
+}
+
+fn first_time(base: &camino::Utf8Path, message: &str) -> bool {
+    let Ok(dir) = crate::exec::pool::user_dir(base) else {
+        return true;
+    };
+    let name = crate::fsutil::stable_name(&[&build_key(), message.as_bytes()]);
+    forget_old(dir.as_std_path());
+    let created = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(dir.join(format!("advice-{name}")));
+    match created {
+        Ok(_) => true,
+        Err(e) => e.kind() != std::io::ErrorKind::AlreadyExists,
+    }
+}
+
+fn forget_old(dir: &std::path::Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let now = SystemTime::now();
+    for e in entries.flatten() {
+        if !e.file_name().to_string_lossy().starts_with("advice-") {
+            continue;
+        }
+        let old = e
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| now.duration_since(t).ok())
+            .is_some_and(|age| age > FORGET);
+        if old {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
+}

@@ -1,0 +1,207 @@
+//! History: remembers how long each module's backend job took in earlier links of the same
+//! output, so the next link can start its longest jobs first.
+//!
+//! It knows one small JSON file per (directory, linker output) in a cache directory, named by a
+//! stable hash, holding the modules of the last link only, and at most `MAX_FILES` such files;
+//! it does not know how jobs run. A missing, unreadable or stale file only means fewer estimates.
+
+use crate::fsutil::{stable_name, write_whole};
+use crate::job::parse::JobFile;
+use camino::{Utf8Path, Utf8PathBuf};
+use std::collections::BTreeMap;
+
+/// The most history files kept; the least recently written go first.
+pub const MAX_FILES: usize = 256;
+
+/// Seconds per module, for one linker output in one directory.
+pub struct History {
+    path: Utf8PathBuf,
+    seconds: BTreeMap<String, f64>,
+}
+
+/// The default cache directory: `$XDG_CACHE_HOME/dtlto-bridge`, else `~/.cache/dtlto-bridge`.
+pub fn default_dir() -> Option<Utf8PathBuf> {
+    let nonempty = |v: &str| std::env::var(v).ok().filter(|s| !s.is_empty());
+    nonempty("XDG_CACHE_HOME")
+        .map(Utf8PathBuf::from)
+        .or_else(|| nonempty("HOME").map(|h| Utf8PathBuf::from(h).join(".cache")))
+        .map(|d| d.join("dtlto-bridge"))
+}
+
+/// A module's name as it stays from link to link: lld names an archive member it extracts
+/// `lib.a(m.o at 80).4.1D36.o`, where `.4.1D36.o` is a counter and lld's pid in hex.
+pub fn module_key(path: &str) -> &str {
+    let stripped = path
+        .strip_suffix(".o")
+        .and_then(|p| p.rsplit_once('.'))
+        .filter(|(_, hex)| !hex.is_empty() && hex.bytes().all(|b| b.is_ascii_hexdigit()))
+        .and_then(|(p, _)| p.rsplit_once('.'))
+        .filter(|(_, n)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        .map(|(p, _)| p)
+        .filter(|p| p.ends_with(')'));
+    stripped.unwrap_or(path)
+}
+
+fn module<'f>(file: &'f JobFile<'_>, index: usize) -> Option<&'f str> {
+    file.jobs[index].inputs.first().map(|m| module_key(m))
+}
+
+impl History {
+    /// The history of `linker_output` linked in `cwd`; empty when there is none yet.
+    pub fn load(dir: &Utf8Path, cwd: &std::path::Path, linker_output: &str) -> History {
+        let name = stable_name(&[cwd.as_os_str().as_encoded_bytes(), linker_output.as_bytes()]);
+        let path = dir.join(format!("{name}.json"));
+        let seconds = std::fs::read(&path)
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_default();
+        History { path, seconds }
+    }
+
+    /// Each job's expected cost, in seconds where remembered; others are scaled from their input
+    /// bytes at the rate the remembered jobs ran (or left in bytes when none is remembered).
+    pub fn estimate(&self, file: &JobFile<'_>, bytes: &[u64]) -> Vec<f64> {
+        let known: Vec<Option<f64>> = (0..file.jobs.len())
+            .map(|i| module(file, i).and_then(|m| self.seconds.get(m).copied()))
+            .collect();
+        let (sec, byt) = known
+            .iter()
+            .zip(bytes)
+            .filter_map(|(k, b)| k.map(|s| (s, *b as f64)))
+            .fold((0.0, 0.0), |(s, b), (s2, b2)| (s + s2, b + b2));
+        let rate = if sec > 0.0 && byt > 0.0 {
+            sec / byt
+        } else {
+            1.0
+        };
+        known
+            .iter()
+            .zip(bytes)
+            .map(|(k, b)| k.unwrap_or(*b as f64 * rate))
+            .collect()
+    }
+
+    /// Folds in the durations of a successful run (an even mix with what was remembered), keeps
+    /// only this link's modules, and saves the file whole, so that concurrent links never see
+    /// half of it. Then trims the directory to `MAX_FILES` files.
+    pub fn record(&mut self, file: &JobFile<'_>, seconds: &[Option<f64>]) -> std::io::Result<()> {
+        let mut next = BTreeMap::new();
+        for (i, s) in seconds.iter().enumerate() {
+            let Some(m) = module(file, i) else { continue };
+            let old = self.seconds.get(m).copied();
+            let mixed = match (old, s) {
+                (Some(old), Some(s)) => (old + s) / 2.0,
+                (None, Some(s)) => *s,
+                (Some(old), None) => old,
+                (None, None) => continue,
+            };
+            next.insert(m.to_string(), mixed);
+        }
+        self.seconds = next;
+        let dir = self.path.parent().unwrap_or(Utf8Path::new("."));
+        std::fs::create_dir_all(dir)?;
+        let bytes = serde_json::to_vec(&self.seconds)?;
+        write_whole(self.path.as_std_path(), &bytes, 0o666, || Ok(()))?;
+        trim(dir, MAX_FILES);
+        Ok(())
+    }
+}
+
+/// Removes the least recently written history files beyond `keep`.
+fn trim(dir: &Utf8Path, keep: usize) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut files: Vec<(std::time::SystemTime, std::path::PathBuf)> = entries
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".json"))
+        .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
+        .collect();
+    if files.len() <= keep {
+        return;
+    }
+    files.sort();
+    for (_, path) in &files[..files.len() - keep] {
+        let _ = std::fs::remove_file(path);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::job::parse::parse;
+
+    fn file(modules: &[&str]) -> JobFile<'static> {
+        let jobs: Vec<serde_json::Value> = modules
+            .iter()
+            .enumerate()
+            .map(|(i, m)| serde_json::json!({"args": [], "inputs": [m], "outputs": [format!("o{i}")]}))
+            .collect();
+        parse(
+            &serde_json::json!({"common": {"linker_output": "p", "args": ["cc"]}, "jobs": jobs})
+                .to_string(),
+        )
+        .unwrap()
+        .into_owned()
+    }
+
+    #[test]
+    fn remembered_durations_win_and_the_rest_scale_from_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let dir = Utf8Path::from_path(dir.path()).unwrap();
+        let f = file(&["a.o", "b.o", "c.o"]);
+        let mut h = History::load(dir, std::path::Path::new("/x"), "p");
+        assert_eq!(h.estimate(&f, &[10, 20, 30]), [10.0, 20.0, 30.0]);
+        h.record(&f, &[Some(4.0), None, Some(1.0)]).unwrap();
+
+        let mut again = History::load(dir, std::path::Path::new("/x"), "p");
+        // a: 4 s, c: 1 s, remembered; b: 20 bytes at the rate of (4 + 1) s / (10 + 30) bytes.
+        assert_eq!(again.estimate(&f, &[10, 20, 30]), [4.0, 2.5, 1.0]);
+        again.record(&f, &[Some(2.0), None, None]).unwrap();
+        let third = History::load(dir, std::path::Path::new("/x"), "p");
+        assert_eq!(third.estimate(&f, &[10, 20, 30])[0], 3.0);
+
+        let other = History::load(dir, std::path::Path::new("/y"), "p");
+        assert_eq!(other.estimate(&f, &[10, 20, 30]), [10.0, 20.0, 30.0]);
+    }
+
+    #[test]
+    fn archive_members_are_known_again_whatever_lld_pid_named_them() {
+        let table = [
+            ("libx.a(m.o at 80).4.1D36.o", "libx.a(m.o at 80)"),
+            ("libx.a(m.o at 80).12.AF0.o", "libx.a(m.o at 80)"),
+            ("main.o", "main.o"),
+            ("a.1.2.o", "a.1.2.o"),
+            ("x).1.2G.o", "x).1.2G.o"),
+        ];
+        for (path, key) in table {
+            assert_eq!(module_key(path), key, "{path}");
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let dir = Utf8Path::from_path(dir.path()).unwrap();
+        let first = file(&["libx.a(m.o at 80).4.1D36.o"]);
+        let mut h = History::load(dir, std::path::Path::new("/x"), "p");
+        h.record(&first, &[Some(7.0)]).unwrap();
+        let second = file(&["libx.a(m.o at 80).4.2A01.o"]);
+        let h = History::load(dir, std::path::Path::new("/x"), "p");
+        assert_eq!(h.estimate(&second, &[1]), [7.0]);
+    }
+
+    #[test]
+    fn only_the_last_links_modules_and_a_bounded_number_of_files_are_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let dir = Utf8Path::from_path(dir.path()).unwrap();
+        let mut h = History::load(dir, std::path::Path::new("/x"), "p");
+        h.record(&file(&["a.o", "b.o"]), &[Some(1.0), Some(2.0)])
+            .unwrap();
+        h.record(&file(&["b.o"]), &[Some(4.0)]).unwrap();
+        let text = std::fs::read_to_string(&h.path).unwrap();
+        assert_eq!(text, r#"{"b.o":3.0}"#);
+        for i in 0..5 {
+            let mut h = History::load(dir, std::path::Path::new("/y"), &format!("p{i}"));
+            h.record(&file(&["a.o"]), &[Some(1.0)]).unwrap();
+        }
+        trim(dir, 3);
+        assert_eq!(std::fs::read_dir(dir).unwrap().count(), 3);
+    }
+}

@@ -1,0 +1,156 @@
+//! Bad days on `sh` jobs: a wrapper and then the local run failing, no retry without a wrapper,
+//! cancellation by signal.
+
+use crate::space::{alive, require, stderr, wait_for, wrapper_arg, Space, BAD_WRAPPERS};
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+fn sh_jobs(scripts: &[(&str, &str)]) -> String {
+    let jobs: Vec<serde_json::Value> = scripts
+        .iter()
+        .map(|(script, out)| serde_json::json!({"args": ["-c", script], "inputs": [], "outputs": [out]}))
+        .collect();
+    serde_json::json!({"common": {"linker_output": "p", "args": ["sh"], "inputs": []}, "jobs": jobs})
+        .to_string()
+}
+
+#[test]
+fn when_the_local_run_fails_too_the_job_fails_with_both_stories() {
+    let s = Space::new();
+    s.script("fails.sh", BAD_WRAPPERS[0].1);
+    s.write(
+        "j.json",
+        &sh_jobs(&[("echo local trouble >&2; exit 4", "o.o")]),
+    );
+    let out = s
+        .bridge(&[&wrapper_arg(&s, "fails.sh"), "j.json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(err.contains("run job 0 (o.o): exit status 4"), "{err}");
+    assert!(
+        err.contains("through the wrapper: exit status 1; then locally:"),
+        "{err}"
+    );
+    assert!(
+        err.contains("remote host refused") && err.contains("local trouble"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_job_failing_without_a_wrapper_is_not_retried() {
+    let s = Space::new();
+    s.write("j.json", &sh_jobs(&[("echo try >> tries; exit 2", "o.o")]));
+    let out = s.bridge(&["j.json"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(s.read("tries"), "try\n");
+}
+
+/// Jobs that record their pid, write a partial output, then hang.
+/// Three jobs that record their pid, write a partial output and a temporary as clang names them,
+/// then hang; and one that finishes at once (its output must survive a cancelled run: with
+/// --save-temps lld keeps it).
+fn hanging_jobs(s: &Space) {
+    let hang = "echo $$ >> pids; echo partial > \"$0\"; : > \"${0%.o}-0badcafe.o.tmp\"; \
+                exec sleep 60";
+    let mut jobs: Vec<serde_json::Value> = (0..3)
+        .map(|i| {
+            let out = format!("out{i}.o");
+            serde_json::json!({"args": ["-c", hang, out], "inputs": [], "outputs": [out]})
+        })
+        .collect();
+    jobs.push(serde_json::json!({"args": ["-c", "echo done > done.o"], "inputs": [], "outputs": ["done.o"]}));
+    s.write(
+        "hang.json",
+        &serde_json::json!({"common": {"linker_output": "p", "args": ["sh"], "inputs": []}, "jobs": jobs})
+            .to_string(),
+    );
+}
+
+/// Sends `sig` to dtlto-bridge alone, or to its whole process group (Ctrl-C at a terminal).
+fn cancel(backend: &str, sig: i32, group: bool) {
+    let s = Space::new();
+    hanging_jobs(&s);
+    let mut cmd = s.bridge(&[backend, "--jobs=4", "--report=report.json", "hang.json"]);
+    cmd.stdout(Stdio::null()).stderr(Stdio::piped());
+    if group {
+        use std::os::unix::process::CommandExt;
+        cmd.process_group(0);
+    }
+    let child: Child = cmd.spawn().unwrap();
+    let pid = child.id() as i32;
+    wait_for("three running jobs and one done", || {
+        s.exists("pids")
+            && s.read("pids").lines().count() == 3
+            && s.files_matching("0badcafe").len() == 3
+            && s.exists("done.o")
+    });
+    let sent = Instant::now();
+    unsafe { libc::kill(if group { -pid } else { pid }, sig) };
+    let out = child.wait_with_output().unwrap();
+    let took = sent.elapsed();
+    let err = stderr(&out);
+    assert_eq!(
+        out.status.code(),
+        Some(128 + sig),
+        "{backend} signal {sig}: {err}"
+    );
+    // Jobs die at once on the signal; a run is gone in ~40 ms here. The bound leaves room for a
+    // loaded CI machine running the other tests at the same time.
+    assert!(
+        took < Duration::from_secs(2),
+        "{backend} took {took:?} to stop"
+    );
+    assert!(
+        err.contains(&format!("interrupted by signal {sig}")),
+        "{err}"
+    );
+    for p in s.read("pids").lines() {
+        assert!(
+            !alive(p.parse().unwrap()),
+            "{backend}: job {p} still runs after signal {sig}"
+        );
+    }
+    assert_eq!(
+        s.files_matching("out"),
+        Vec::<String>::new(),
+        "partial outputs or temporaries left"
+    );
+    assert_eq!(
+        s.read("done.o"),
+        "done\n",
+        "a finished job keeps its output"
+    );
+    // A cancelled run writes its report too: three jobs killed by the signal, one finished.
+    let report: serde_json::Value = serde_json::from_str(&s.read("report.json")).unwrap();
+    let jobs: Vec<(bool, Option<i64>)> = report["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| (j["ok"].as_bool().unwrap(), j["signal"].as_i64()))
+        .collect();
+    let killed = (false, Some(i64::from(sig)));
+    assert_eq!(
+        jobs,
+        [killed, killed, killed, (true, None)],
+        "{backend} {sig}"
+    );
+    assert!(
+        s.leftovers().is_empty(),
+        "{backend} signal {sig} group {group}: temporary files left: {:?}",
+        s.leftovers()
+    );
+}
+
+#[test]
+fn sigint_sigterm_sighup_sigquit_stop_every_job_and_leave_nothing_behind() {
+    require("ninja");
+    for backend in ["--backend=ninja", "--backend=make"] {
+        for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT] {
+            cancel(backend, sig, false);
+        }
+        cancel(backend, libc::SIGINT, true);
+    }
+}

@@ -1,0 +1,10 @@
+//! Tests that need only sh, make and ninja (Debian's make 4.3 and ninja 1.11 are enough;
+//! scripts/setup.sh --fast), no LLVM at all: the jobs are `sh -c` scripts, or the library
+//! renders the build files.
+
+mod cli;
+mod failures;
+mod golden;
+mod hostile;
+mod record;
+mod scheduler;

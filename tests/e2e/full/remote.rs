@@ -1,0 +1,659 @@
+//! Remote execution against a real REAPI server: BuildGrid (from PyPI, installed by
+//! `scripts/setup.sh --tests`) on a Unix socket, with the test-only worker of tests/remote/.
+//! Each test starts its own server and workers and stops them by PID.
+
+use crate::space::*;
+use serde_json::Value;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn pytools() -> PathBuf {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/pytools/bin");
+    assert!(
+        p.join("bgd").exists(),
+        "BuildGrid is not installed in {}: run scripts/setup.sh --tests",
+        p.display()
+    );
+    p
+}
+
+/// A BuildGrid server and its workers, stopped (by PID) when dropped.
+struct Farm {
+    dir: tempfile::TempDir,
+    server: Child,
+    workers: Vec<Child>,
+}
+
+impl Farm {
+    /// A server with `workers` workers, each started with `worker_args`.
+    fn start(workers: usize, worker_args: &[&str]) -> Farm {
+        let dir = tempfile::Builder::new().prefix("farm").tempdir().unwrap();
+        let socket = dir.path().join("bgd.sock");
+        let config = fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/remote/buildgrid.yml"),
+        )
+        .unwrap()
+        .replace("${SOCKET}", socket.to_str().unwrap());
+        let config_path = dir.path().join("buildgrid.yml");
+        fs::write(&config_path, config).unwrap();
+        let tmp = dir.path().join("tmp");
+        fs::create_dir(&tmp).unwrap();
+        let server = Command::new(pytools().join("bgd"))
+            .args(["server", "start"])
+            .arg(&config_path)
+            .env("TMPDIR", &tmp)
+            .stdin(Stdio::null())
+            .stdout(fs::File::create(dir.path().join("server.log")).unwrap())
+            .stderr(fs::File::create(dir.path().join("server.err")).unwrap())
+            .spawn()
+            .unwrap();
+        let mut farm = Farm {
+            dir,
+            server,
+            workers: Vec::new(),
+        };
+        let until = Instant::now() + Duration::from_secs(60);
+        while !socket.exists() {
+            if let Ok(Some(status)) = farm.server.try_wait() {
+                panic!(
+                    "BuildGrid exited with {status}:\n{}",
+                    fs::read_to_string(farm.dir.path().join("server.err")).unwrap_or_default()
+                );
+            }
+            assert!(Instant::now() < until, "BuildGrid did not start in 60 s");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        for i in 0..workers {
+            farm.add_worker(&format!("w{i}"), worker_args);
+        }
+        farm
+    }
+
+    fn add_worker(&mut self, name: &str, args: &[&str]) {
+        let worker = Command::new(pytools().join("python"))
+            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/remote/worker.py"))
+            .arg("--remote")
+            .arg(format!("unix:{}", self.socket().display()))
+            .args(["--instance", "main", "--name", name, "--log"])
+            .arg(self.log_path())
+            .args(args)
+            .stdin(Stdio::null())
+            .stderr(fs::File::create(self.dir.path().join(format!("{name}.err"))).unwrap())
+            .spawn()
+            .unwrap();
+        self.workers.push(worker);
+    }
+
+    fn socket(&self) -> PathBuf {
+        self.dir.path().join("bgd.sock")
+    }
+
+    fn url(&self) -> String {
+        format!("unix:{}", self.socket().display())
+    }
+
+    fn log_path(&self) -> PathBuf {
+        self.dir.path().join("worker.jsonl")
+    }
+
+    /// What the workers did: one entry per action started or ended.
+    fn log(&self) -> Vec<Value> {
+        fs::read_to_string(self.log_path())
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    /// Actions the workers ran to their end.
+    fn executed(&self) -> Vec<Value> {
+        self.log()
+            .into_iter()
+            .filter(|e| e.get("exit_code").is_some())
+            .collect()
+    }
+
+    /// The options a link needs to use this farm.
+    fn args(&self) -> Vec<String> {
+        vec![
+            format!("--remote={}", self.url()),
+            "--remote-instance=main".into(),
+        ]
+    }
+
+    fn kill_server(&mut self) {
+        let _ = self.server.kill();
+        let _ = self.server.wait();
+    }
+}
+
+impl Drop for Farm {
+    fn drop(&mut self) {
+        for w in &mut self.workers {
+            let _ = w.kill();
+            let _ = w.wait();
+        }
+        self.kill_server();
+    }
+}
+
+/// Links with the farm, a report and these extra distributor arguments.
+fn link(
+    space: &Space,
+    farm_args: &[String],
+    extra: &[&str],
+    inputs: &[String],
+) -> (std::process::Output, Value) {
+    let report = space.tmp.with_file_name("report.json");
+    let _ = fs::remove_file(&report);
+    let mut args: Vec<String> = farm_args.to_vec();
+    args.push(format!("--report={}", report.display()));
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = space.link(Path::new(BRIDGE), &args, inputs, "prog");
+    let report = fs::read_to_string(&report)
+        .map(|t| serde_json::from_str(&t).unwrap())
+        .unwrap_or(Value::Null);
+    (out, report)
+}
+
+fn ran(report: &Value) -> Vec<String> {
+    report["jobs"]
+        .as_array()
+        .unwrap_or(&Vec::new())
+        .iter()
+        .map(|j| j["ran"].as_str().unwrap().to_string())
+        .collect()
+}
+
+const HELLO: &str = "hello from dtlto-bridge: add=5 mul=20 square=36\n";
+
+#[test]
+fn every_job_of_a_link_with_archives_and_parent_directory_inputs_runs_on_a_worker() {
+    let farm = Farm::start(2, &[]);
+    let space = Space::new();
+    let mut inputs = space.hello();
+    // An input outside the linker's directory: the input root is their common ancestor.
+    let lib = space.dir.parent().unwrap().join("lib");
+    fs::create_dir(&lib).unwrap();
+    fs::rename(space.path("add.o"), lib.join("add.o")).unwrap();
+    inputs[1] = "../lib/add.o".into();
+    let trace = space.tmp.with_file_name("trace.json");
+    let trace_arg = format!("--trace={}", trace.display());
+    let (out, report) = link(&space, &farm.args(), &[&trace_arg], &inputs);
+    assert_linked(&out);
+    assert_eq!(space.run_program("prog"), HELLO);
+    let ran = ran(&report);
+    assert_eq!(ran.len(), 5);
+    assert!(
+        ran.iter().all(|r| r == "remote"),
+        "{ran:?}\n{}",
+        stderr(&out)
+    );
+    let executed = farm.executed();
+    assert_eq!(executed.len(), 5, "the workers ran every job: {executed:?}");
+    for job in report["jobs"].as_array().unwrap() {
+        let worker = job["remote"]["worker"].as_str().unwrap();
+        assert!(worker == "w0" || worker == "w1", "{job}");
+    }
+    // Each distinct blob went up once: what was sent equals what the link needed.
+    let remote = &report["remote"];
+    assert_eq!(
+        remote["uploaded_blobs"], remote["distinct_blobs"],
+        "{remote}"
+    );
+    let inputs_bytes: u64 = ["main.o", "greeting.o", "mul.o", "sq.o"]
+        .iter()
+        .map(|f| fs::metadata(space.path(f)).unwrap().len())
+        .sum::<u64>()
+        + fs::metadata(lib.join("add.o")).unwrap().len();
+    assert!(
+        remote["uploaded_bytes"].as_u64().unwrap() >= inputs_bytes,
+        "{remote}"
+    );
+    assert!(space.leftovers().is_empty(), "{:?}", space.leftovers());
+    // The trace shows each remote job's steps.
+    let trace: Value = serde_json::from_str(&fs::read_to_string(&trace).unwrap()).unwrap();
+    let steps: Vec<&str> = trace["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["cat"] == "remote")
+        .map(|e| e["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        steps.iter().filter(|s| **s == "execute").count(),
+        5,
+        "{steps:?}"
+    );
+    assert!(
+        steps.contains(&"queued") && steps.contains(&"download"),
+        "{steps:?}"
+    );
+}
+
+#[test]
+fn a_relink_of_plain_objects_comes_from_the_action_cache_until_the_compiler_changes() {
+    let farm = Farm::start(1, &[]);
+    let space = Space::new();
+    space.hello();
+    // A compiler at a fixed path whose content changes later (lld names it in every job).
+    let compiler = space.script("cc", "exec /usr/lib/llvm-22/bin/clang \"$@\"\n");
+    let remote_compiler = format!("-Wl,--thinlto-remote-compiler={}", compiler.display());
+    let inputs: Vec<String> = [
+        "main.o",
+        "add.o",
+        "greeting.o",
+        "mul.o",
+        "sq.o",
+        &remote_compiler,
+    ]
+    .map(String::from)
+    .to_vec();
+    let (out, first) = link(&space, &farm.args(), &[], &inputs);
+    assert_linked(&out);
+    assert_eq!(space.run_program("prog"), HELLO);
+    assert!(
+        ran(&first).iter().all(|r| r == "remote"),
+        "{:?}",
+        ran(&first)
+    );
+    let executed = farm.executed().len();
+    assert_eq!(executed, 5);
+
+    // Same objects, another lld pid: every job from the cache, nothing executed.
+    let (out, second) = link(&space, &farm.args(), &[], &inputs);
+    assert_linked(&out);
+    assert_eq!(space.run_program("prog"), HELLO);
+    assert!(
+        ran(&second).iter().all(|r| r == "remote cache"),
+        "{:?}",
+        ran(&second)
+    );
+    assert_eq!(
+        farm.executed().len(),
+        executed,
+        "no Execute reached a worker"
+    );
+
+    // The compiler replaced at the same path: no hit.
+    space.script("cc", "# upgraded\nexec /usr/lib/llvm-22/bin/clang \"$@\"\n");
+    let (out, third) = link(&space, &farm.args(), &[], &inputs);
+    assert_linked(&out);
+    assert!(
+        ran(&third).iter().all(|r| r == "remote"),
+        "{:?}",
+        ran(&third)
+    );
+    assert_eq!(farm.executed().len(), executed + 5);
+}
+
+#[test]
+fn a_server_that_is_down_or_dies_mid_link_leaves_the_jobs_to_run_here() {
+    let space = Space::new();
+    let inputs = space.hello();
+    // Down before the link: one warning, every job local.
+    let nowhere = vec![format!(
+        "--remote=unix:{}",
+        space.tmp.with_file_name("none.sock").display()
+    )];
+    let (out, report) = link(&space, &nowhere, &[], &inputs);
+    assert_linked(&out);
+    assert_eq!(space.run_program("prog"), HELLO);
+    assert!(
+        stderr(&out).contains("every job runs here"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        ran(&report).iter().all(|r| r == "local"),
+        "{:?}",
+        ran(&report)
+    );
+
+    // Killed while its workers run the jobs: each job falls back, the link succeeds.
+    let mut farm = Farm::start(1, &["--delay", "3"]);
+    let args = farm.args();
+    let linking = {
+        let space = &space;
+        let inputs = inputs.clone();
+        std::thread::scope(|s| {
+            let handle = s.spawn(move || link(space, &args, &[], &inputs));
+            wait_for("a worker to start a job", || {
+                farm.log().iter().any(|e| e.get("started").is_some())
+            });
+            farm.kill_server();
+            handle.join().unwrap()
+        })
+    };
+    let (out, report) = linking;
+    assert_linked(&out);
+    assert_eq!(space.run_program("prog"), HELLO);
+    assert!(
+        ran(&report).iter().all(|r| r == "fallback"),
+        "{:?}",
+        ran(&report)
+    );
+    assert!(stderr(&out).contains("remote"), "{}", stderr(&out));
+}
+
+#[test]
+fn a_worker_that_fails_or_returns_empty_objects_means_a_local_run_or_with_no_fallback_a_failure() {
+    let space = Space::new();
+    let inputs = space.hello();
+    {
+        let farm = Farm::start(1, &["--empty-outputs"]);
+        let (out, report) = link(&space, &farm.args(), &[], &inputs);
+        assert_linked(&out);
+        assert_eq!(space.run_program("prog"), HELLO);
+        assert!(
+            ran(&report).iter().all(|r| r == "fallback"),
+            "{:?}",
+            ran(&report)
+        );
+        let reason = report["jobs"][0]["fallback_reason"].as_str().unwrap();
+        assert!(reason.contains("empty"), "{reason}");
+    }
+    let farm = Farm::start(1, &["--fail-exit", "3"]);
+    let (out, _) = link(&space, &farm.args(), &["--no-fallback"], &inputs);
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(err.contains("exit status 3"), "{err}");
+    assert!(
+        err.contains("failing on purpose"),
+        "the remote stderr is shown: {err}"
+    );
+    assert!(err.contains("native.o"), "the job is named: {err}");
+    assert!(
+        space.files_matching("native.o").is_empty(),
+        "no partial outputs"
+    );
+}
+
+#[test]
+fn a_job_with_an_absolute_input_path_runs_here_and_says_why() {
+    let farm = Farm::start(1, &[]);
+    let space = Space::new();
+    let mut inputs = space.hello();
+    inputs[1] = space.path("add.o").display().to_string();
+    let (out, report) = link(&space, &farm.args(), &[], &inputs);
+    assert_linked(&out);
+    assert_eq!(space.run_program("prog"), HELLO);
+    let err = stderr(&out);
+    assert!(
+        err.contains("not remotely") && err.contains("absolute"),
+        "{err}"
+    );
+    let ran = ran(&report);
+    assert!(ran.contains(&"local".to_string()), "{ran:?}");
+    assert!(ran.contains(&"remote".to_string()), "{ran:?}");
+}
+
+#[test]
+fn an_interrupt_cancels_the_remote_operations_and_leaves_nothing() {
+    let mut farm = Farm::start(1, &["--delay", "5"]);
+    let space = Space::new();
+    let inputs = space.hello();
+    // The job file and its inputs, kept to run dtlto-bridge on them directly.
+    let saved = space.tmp.with_file_name("saved");
+    let save = format!("--save={}", saved.display());
+    let out = space.link(Path::new(BRIDGE), &[&save], &inputs, "prog");
+    assert_linked(&out);
+    let run_dir = fs::read_dir(&saved)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let job_file = fs::read_dir(&run_dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "json"))
+        .unwrap();
+    let mut cmd = Command::new(BRIDGE);
+    space.env(&mut cmd);
+    cmd.current_dir(&run_dir)
+        .arg(&job_file)
+        .args(farm.args())
+        .stderr(Stdio::piped());
+    let child = cmd.spawn().unwrap();
+    wait_for("a worker to start a job", || {
+        farm.log().iter().any(|e| e.get("started").is_some())
+    });
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
+    let left: Vec<_> = fs::read_dir(&run_dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains("native.o") && !n.ends_with(".thinlto.bc"))
+        .collect();
+    assert!(left.is_empty(), "outputs left: {left:?}");
+    assert!(space.leftovers().is_empty(), "{:?}", space.leftovers());
+    // The server cancelled the operation: its worker saw the lease go and killed the command.
+    wait_for("the worker to see the cancellation", || {
+        farm.log().iter().any(|e| e.get("cancelled").is_some())
+    });
+    farm.kill_server();
+}
+
+/// Saves a link of examples/hello and returns (the saved directory, the job file's name).
+fn saved_link(space: &Space) -> (PathBuf, String) {
+    let inputs = space.hello();
+    let saved = space.tmp.with_file_name("saved");
+    let save = format!("--save={}", saved.display());
+    let out = space.link(Path::new(BRIDGE), &[&save], &inputs, "prog");
+    assert_linked(&out);
+    let run_dir = fs::read_dir(&saved)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let job_file = fs::read_dir(&run_dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .find(|n| n.ends_with(".json"))
+        .unwrap();
+    (run_dir, job_file)
+}
+
+fn outputs_of(run_dir: &Path, job_file: &str) -> Vec<PathBuf> {
+    let jobs: Value =
+        serde_json::from_str(&fs::read_to_string(run_dir.join(job_file)).unwrap()).unwrap();
+    jobs["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| run_dir.join(j["outputs"][0].as_str().unwrap()))
+        .collect()
+}
+
+#[test]
+fn emitted_build_files_run_remotely_through_rexec_and_doctor_checks_the_server() {
+    let farm = Farm::start(1, &[]);
+    let space = Space::new();
+    let (run_dir, job_file) = saved_link(&space);
+    let wrapper = format!(
+        "{BRIDGE} rexec --remote={} --remote-instance=main --inputs={{inputs}} --outputs={{outputs}} --",
+        farm.url()
+    );
+    for (format, tool, file) in [
+        ("ninja", "ninja", "jobs.ninja"),
+        ("make", "make", "jobs.mk"),
+    ] {
+        let mut emit = space.bridge(&["emit", &job_file, "--format", format, "-o", file]);
+        emit.arg(format!("--wrapper={wrapper}"))
+            .current_dir(&run_dir);
+        space.ok(&mut emit);
+        let mut run = space.command(tool, &["-f", file]);
+        run.current_dir(&run_dir);
+        let out = space.ok(&mut run);
+        let err = stderr(&out);
+        assert!(
+            !err.contains("not remotely"),
+            "every job ran remotely: {err}"
+        );
+        for o in outputs_of(&run_dir, &job_file) {
+            let len = fs::metadata(&o).map(|m| m.len()).unwrap_or(0);
+            assert!(len > 0, "{} was written", o.display());
+            fs::remove_file(&o).unwrap();
+        }
+    }
+    // ninja's run executed every job; make's found them all in the action cache.
+    assert_eq!(farm.executed().len(), 5, "{:?}", farm.log());
+
+    let out =
+        space.ok(&mut space.bridge(&["doctor", "--remote", &farm.url(), "--remote-instance=main"]));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        text.contains("execution enabled") && text.contains("round trip"),
+        "{text}"
+    );
+    let nowhere = format!("unix:{}", space.tmp.with_file_name("none.sock").display());
+    let out = space
+        .bridge(&["doctor", "--remote", &nowhere])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("MISSING: connect to"));
+}
+
+#[test]
+fn a_wrapper_can_name_each_job_inputs_and_outputs() {
+    let space = Space::new();
+    let inputs = space.hello();
+    let log = space.tmp.with_file_name("lists.log");
+    let script = space.script(
+        "lists.sh",
+        &format!(
+            "printf '%s|%s\\n' \"$1\" \"$2\" >> '{}'\nshift 2\nexec \"$@\"\n",
+            log.display()
+        ),
+    );
+    let wrapper = format!("--wrapper='{}' {{inputs}} {{outputs}}", script.display());
+    let report = space.tmp.with_file_name("report.json");
+    let out = space.link(
+        Path::new(BRIDGE),
+        &[&wrapper, &format!("--report={}", report.display())],
+        &inputs,
+        "prog",
+    );
+    assert_linked(&out);
+    assert_eq!(space.run_program("prog"), HELLO);
+    let lines = fs::read_to_string(&log).unwrap();
+    let report: Value = serde_json::from_str(&fs::read_to_string(&report).unwrap()).unwrap();
+    for job in report["jobs"].as_array().unwrap() {
+        assert_eq!(job["ran"], "wrapper");
+        let outputs = job["outputs"][0].as_str().unwrap();
+        let line = lines
+            .lines()
+            .find(|l| l.ends_with(&format!("|{outputs}")))
+            .unwrap_or_else(|| panic!("no line for {outputs} in {lines}"));
+        let listed = line.split('|').next().unwrap();
+        assert!(
+            listed.contains(".thinlto.bc"),
+            "the shard is listed: {line}"
+        );
+        assert!(listed.split(',').count() >= 2, "{line}");
+    }
+}
+
+#[test]
+fn blobs_larger_than_a_batch_go_through_bytestream_both_ways() {
+    let farm = Farm::start(1, &[]);
+    let space = Space::new();
+    // 6 MB of random data in a module: more than BuildGrid's 4 MB batch limit, as bitcode and as
+    // the object that comes back.
+    let mut data = vec![0u8; 6_000_000];
+    let mut x: u64 = 0x9e3779b97f4a7c15;
+    for b in data.iter_mut() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        *b = x as u8;
+    }
+    fs::write(space.path("blob.bin"), &data).unwrap();
+    space.write(
+        "big.c",
+        "static const unsigned char big[] = {\n#embed \"blob.bin\"\n};\n\
+         int bigsum(void) { unsigned s = 0; for (unsigned i = 0; i < sizeof big; i += 4096) \
+         s += big[i]; return (int)s; }\n",
+    );
+    space.write(
+        "m.c",
+        "#include <stdio.h>\nint bigsum(void);\nint main(void) { printf(\"%d\\n\", bigsum()); }\n",
+    );
+    for (src, obj) in [("big.c", "big.o"), ("m.c", "m.o")] {
+        space.ok(&mut space.command(
+            "clang-22",
+            &["-std=c23", "-O2", "-flto=thin", "-c", src, "-o", obj],
+        ));
+    }
+    let want: u32 = data.iter().step_by(4096).map(|b| u32::from(*b)).sum();
+    let inputs = vec!["m.o".to_string(), "big.o".to_string()];
+    let (out, report) = link(&space, &farm.args(), &[], &inputs);
+    assert_linked(&out);
+    assert!(
+        ran(&report).iter().all(|r| r == "remote"),
+        "{:?}\n{}",
+        ran(&report),
+        stderr(&out)
+    );
+    assert!(report["remote"]["uploaded_bytes"].as_u64().unwrap() > 6_000_000);
+    assert!(report["remote"]["downloaded_bytes"].as_u64().unwrap() > 6_000_000);
+    assert_eq!(space.run_program("prog").trim(), want.to_string());
+}
+
+#[test]
+fn dtlto_bridge_link_on_clang_19_runs_its_jobs_on_the_workers() {
+    let farm = Farm::start(2, &[]);
+    let space = Space::new();
+    let src = examples().join("hello");
+    for f in ["main", "add", "mul", "sq", "greeting"] {
+        let c = src.join(format!("{f}.c"));
+        space.ok(&mut space.command(
+            "clang-19",
+            &[
+                "-O2",
+                "-flto=thin",
+                "-c",
+                c.to_str().unwrap(),
+                "-o",
+                &format!("{f}.o"),
+            ],
+        ));
+    }
+    space.ok(&mut space.command("llvm-ar-22", &["rc", "libmul.a", "mul.o"]));
+    space.ok(&mut space.command("llvm-ar-22", &["rc", "--thin", "libsq.a", "sq.o"]));
+    let report_path = space.tmp.with_file_name("report.json");
+    let mut cmd = space.bridge(&["link", &format!("--report={}", report_path.display())]);
+    cmd.args(farm.args()).arg("--");
+    cmd.args([
+        "clang-19",
+        "-O2",
+        "-flto=thin",
+        "-fuse-ld=lld-19",
+        "-o",
+        "prog",
+    ]);
+    cmd.args(["main.o", "add.o", "greeting.o", "libmul.a", "libsq.a"]);
+    let out = cmd.output().unwrap();
+    assert_linked(&out);
+    assert_eq!(space.run_program("prog"), HELLO);
+    let report: Value = serde_json::from_str(&fs::read_to_string(&report_path).unwrap()).unwrap();
+    assert_eq!(ran(&report), ["remote"; 5], "{}", stderr(&out));
+    assert_eq!(farm.executed().len(), 5, "the workers ran every job");
+    assert!(space.leftovers().is_empty(), "{:?}", space.leftovers());
+    // A relink writes the same paths into its shards (extracted members included): every job
+    // comes from the action cache.
+    fs::remove_file(space.path("prog")).unwrap();
+    let out = cmd.output().unwrap();
+    assert_linked(&out);
+    assert_eq!(space.run_program("prog"), HELLO);
+    let report: Value = serde_json::from_str(&fs::read_to_string(&report_path).unwrap()).unwrap();
+    assert_eq!(ran(&report), ["remote cache"; 5], "{}", stderr(&out));
+    assert_eq!(farm.executed().len(), 5, "nothing ran again");
+}
