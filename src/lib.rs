@@ -25,7 +25,7 @@ pub fn main() -> i32 {
     let cli = cli::parse();
     match &cli.command {
         Some(Command::Job(args)) => exec::launcher::main(&args.state_dir, args.index),
-        Some(Command::Emit(args)) => code(cmd::run::emit(args)),
+        Some(Command::Emit(args)) => code(cmd::emit::emit(args)),
         Some(Command::Doctor(args)) => code(cmd::doctor::doctor(args)),
         Some(Command::Check(args)) => code(cmd::check::check(args)),
         Some(Command::Rexec(args)) => match cmd::rexec::rexec(args) {

@@ -7,5 +7,6 @@
 pub(crate) mod capture;
 pub(crate) mod check;
 pub(crate) mod doctor;
+pub(crate) mod emit;
 pub(crate) mod rexec;
 pub(crate) mod run;

@@ -7,13 +7,13 @@
 //! It knows the order of those steps and how ninja and make are invoked; the details of each
 //! step live in parse, plan, render, sched, output and report.
 
-use crate::cli::{EmitArgs, RunArgs};
+use crate::cli::RunArgs;
 use crate::exec::dir::{self, StateDir};
 use crate::exec::process::{self, Watch};
 use crate::exec::sched::Policy;
 use crate::exec::server::{self, Server, Setup};
 use crate::exec::slots::{self, Source, Supply};
-use crate::fsutil::{write_atomically, Partial};
+use crate::fsutil::write_atomically;
 use crate::job::check;
 use crate::job::outcome::{self, Outcome};
 use crate::job::output;
@@ -47,32 +47,29 @@ fn read(path: &Utf8Path) -> Result<&'static str, Fail> {
 }
 
 /// Reads and parses a job file.
-fn parse_file(path: &Utf8Path) -> Result<JobFile<'static>, Fail> {
+pub(super) fn parse_file(path: &Utf8Path) -> Result<JobFile<'static>, Fail> {
     let text = read(path)?;
     parse::parse(text).map_err(|e| Fail::bad_input(format!("parse job file {path}: {e}")))
 }
 
-/// Reads, parses and checks a job file; every problem is bad input.
-fn load(path: &Utf8Path, cwd: &str) -> Result<JobFile<'static>, Fail> {
-    let file = parse_file(path)?;
-    check::check(&file, cwd).map_err(|e| Fail::bad_input(format!("check job file {path}: {e}")))?;
-    Ok(file)
-}
-
-fn cwd() -> Result<(PathBuf, String), Fail> {
+pub(super) fn cwd() -> Result<(PathBuf, String), Fail> {
     let dir = std::env::current_dir()
         .map_err(|e| Fail::environment(format!("find the current directory: {e}")))?;
     let text = dir.to_string_lossy().into_owned();
     Ok((dir, text))
 }
 
-fn wrapper(arg: &crate::cli::WrapperArg) -> Result<Vec<String>, Fail> {
+pub(super) fn wrapper(arg: &crate::cli::WrapperArg) -> Result<Vec<String>, Fail> {
     arg.words().map_err(Fail::bad_input)
 }
 
 /// The missing inputs of a job file, `count` of them, the `shown` ones one line each, or None
 /// when all exist.
-fn missing_list(file: &JobFile<'_>, count: usize, shown: &[(usize, String)]) -> Option<String> {
+pub(super) fn missing_list(
+    file: &JobFile<'_>,
+    count: usize,
+    shown: &[(usize, String)],
+) -> Option<String> {
     if count == 0 {
         return None;
     }
@@ -87,83 +84,6 @@ fn missing_list(file: &JobFile<'_>, count: usize, shown: &[(usize, String)]) -> 
         "{count} input file(s) do not exist:\n{}",
         list.join("\n")
     ))
-}
-
-/// `dtlto-bridge emit`: the build file, written where asked, without running it.
-pub fn emit(args: &EmitArgs) -> Result<(), Fail> {
-    let (dir, cwd) = cwd()?;
-    let path = &args.job_file;
-    let file = parse_file(path)?;
-    let wrapper = wrapper(&args.wrapper)?;
-    let opts = render::Options {
-        wrapper: &wrapper,
-        source: path.as_str(),
-        run: None,
-        order: None,
-    };
-    let check = || {
-        check::check(&file, &cwd)
-            .map_err(|e| Fail::bad_input(format!("check job file {path}: {e}")))?;
-        Ok(check::missing_inputs(&file, &dir, 10))
-    };
-    let render = |out: &mut dyn std::io::Write, to: &str| {
-        render::prepare(args.format, &file, &opts)
-            .map_err(|e| Fail::bad_input(format!("render {}: {e}", args.format.file_name())))?
-            .write_to(out)
-            .map_err(|e| Fail::environment(format!("write {to}: {e}")))
-    };
-    // A file is written under a temporary name, so the jobs are checked beside the rendering
-    // (on another core) and the file is thrown away if they fail; elsewhere they come first.
-    let missing = match args.output.as_deref() {
-        Some(out) if Partial::possible(out) => {
-            let partial =
-                Partial::create(out).map_err(|e| Fail::environment(format!("write {out}: {e}")))?;
-            let (checked, written) = std::thread::scope(|s| {
-                let checker = s.spawn(check);
-                let mut f = partial.file();
-                let written = render(&mut f, out.as_str());
-                let checked = checker
-                    .join()
-                    .unwrap_or_else(|_| Err(Fail::environment("check the jobs: it panicked")));
-                (checked, written)
-            });
-            match checked.and_then(|missing| written.map(|()| missing)) {
-                Ok(missing) => {
-                    partial
-                        .commit()
-                        .map_err(|e| Fail::environment(format!("write {out}: {e}")))?;
-                    missing
-                }
-                Err(fail) => {
-                    partial.discard();
-                    return Err(fail);
-                }
-            }
-        }
-        Some(out) => {
-            let missing = check()?;
-            let mut f = fs::OpenOptions::new()
-                .write(true)
-                .open(out)
-                .map_err(|e| Fail::environment(format!("write {out}: {e}")))?;
-            render(&mut f, out.as_str())?;
-            missing
-        }
-        None => {
-            let missing = check()?;
-            render(&mut std::io::stdout().lock(), "standard output")?;
-            missing
-        }
-    };
-    let (count, shown) = missing;
-    if let Some(list) = missing_list(&file, count, &shown) {
-        report::warning(&format!(
-            "{list}\nthe build file runs only where they exist: lld removes index shards and the \
-             archive members it extracted when the link ends (keep them with -Wl,--save-temps, \
-             or capture a link with --save DIR)"
-        ));
-    }
-    Ok(())
 }
 
 /// Everything a link needs before anything runs.
@@ -186,7 +106,22 @@ struct Prepared<'a> {
 
 /// The default run: everything from the job file to verified outputs.
 pub fn run(args: &RunArgs, jobserver: jobserver::FromEnv, watch: &Watch) -> Result<(), Fail> {
-    let Some(mut prepared) = prepare(args, jobserver)? else {
+    let path = args
+        .job_file
+        .as_deref()
+        .expect("clap requires the job file");
+    run_file(args, parse_file(path)?, jobserver, watch)
+}
+
+/// Runs the jobs of `file`, which `args.job_file` holds (read from it, or built in memory and
+/// written there for `--keep` and `--save`).
+pub fn run_file(
+    args: &RunArgs,
+    file: JobFile<'static>,
+    jobserver: jobserver::FromEnv,
+    watch: &Watch,
+) -> Result<(), Fail> {
+    let Some(mut prepared) = prepare(args, file, jobserver)? else {
         return Ok(());
     };
     let executed = execute(&mut prepared, watch)?;
@@ -194,13 +129,18 @@ pub fn run(args: &RunArgs, jobserver: jobserver::FromEnv, watch: &Watch) -> Resu
     conclude(prepared, settled, watch)
 }
 
-fn prepare(args: &RunArgs, jobserver: jobserver::FromEnv) -> Result<Option<Prepared<'_>>, Fail> {
+fn prepare<'a>(
+    args: &'a RunArgs,
+    file: JobFile<'static>,
+    jobserver: jobserver::FromEnv,
+) -> Result<Option<Prepared<'a>>, Fail> {
     let path = args
         .job_file
         .as_deref()
         .expect("clap requires the job file");
     let (cwd, cwd_text) = cwd()?;
-    let file = load(path, &cwd_text)?;
+    check::check(&file, &cwd_text)
+        .map_err(|e| Fail::bad_input(format!("check job file {path}: {e}")))?;
     let wrapper = wrapper(&args.wrapper)?;
     let remote = args.remote.options().map_err(Fail::bad_input)?;
     let inputs = check::stat_inputs(&file, &cwd);
@@ -408,9 +348,10 @@ fn execute(p: &mut Prepared<'_>, watch: &Watch) -> Result<Executed, Fail> {
     for w in &p.decision.warnings {
         report::warning(w);
     }
-    if !p.args.quiet {
+    if !p.args.quiet && !p.decision.advice.is_empty() {
+        let dir = crate::exec::pool::user_dir(&p.pool_base).ok();
         for advice in &p.decision.advice {
-            crate::report::advice::once(&p.pool_base, advice);
+            crate::report::advice::once(dir.as_deref(), advice);
         }
     }
     if let Some(w) = crate::job::wrapper::known_local(&p.wrapper) {

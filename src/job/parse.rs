@@ -232,6 +232,62 @@ fn parse_fast(text: &str) -> Option<JobFile<'_>> {
     })
 }
 
+/// A current-schema job file built in memory (the classic link's jobs): written out as lld
+/// writes one (fields in the order `serde_json` sorts them), or turned into the `JobFile` that
+/// `parse` reads from that text, without the round trip.
+#[derive(Debug, serde::Serialize)]
+pub struct Spec {
+    pub common: SpecCommon,
+    pub jobs: Vec<SpecJob>,
+}
+
+#[derive(Debug, serde::Serialize)]
+pub struct SpecCommon {
+    pub args: Vec<String>,
+    pub inputs: Vec<String>,
+    pub linker_output: String,
+}
+
+#[derive(Debug, serde::Serialize)]
+pub struct SpecJob {
+    pub args: Vec<String>,
+    pub inputs: Vec<String>,
+    pub outputs: Vec<String>,
+}
+
+impl Spec {
+    /// The file's text, as lld would write it.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("JSON of strings")
+    }
+
+    /// The jobs, as `parse` reads them from `to_json`'s text.
+    pub fn into_file(self) -> JobFile<'static> {
+        let owned =
+            |v: Vec<String>| -> Vec<Str<'static>> { v.into_iter().map(Cow::Owned).collect() };
+        let common: Arc<[Str]> = Arc::from(owned(self.common.args));
+        let common_inputs = owned(self.common.inputs);
+        let jobs = self
+            .jobs
+            .into_iter()
+            .map(|job| Job {
+                command: Command {
+                    common: common.clone(),
+                    own: owned(job.args),
+                },
+                imports: job.inputs.len().saturating_sub(2),
+                inputs: with_common(owned(job.inputs), &common_inputs),
+                outputs: owned(job.outputs),
+            })
+            .collect();
+        JobFile {
+            schema: Schema::Current,
+            linker_output: self.common.linker_output,
+            jobs,
+        }
+    }
+}
+
 /// Parses the text of a job file.
 pub fn parse(text: &str) -> Result<JobFile<'_>, ParseError> {
     if let Some(file) = parse_fast(text) {
@@ -545,6 +601,40 @@ fn kind(v: &Value) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_spec_is_the_file_its_text_parses_to() {
+        let spec = Spec {
+            common: SpecCommon {
+                args: vec!["clang".into(), "-c".into()],
+                inputs: vec!["prof.data".into()],
+                linker_output: "prog".into(),
+            },
+            jobs: vec![SpecJob {
+                args: vec!["a.o".into(), "-o".into(), "a.native.o".into()],
+                inputs: vec![
+                    "a.o".into(),
+                    "a.thinlto.bc".into(),
+                    "b.o".into(),
+                    "a.o".into(),
+                ],
+                outputs: vec!["a.native.o".into()],
+            }],
+        };
+        let text = spec.to_json();
+        assert!(text.find("\"args\"").unwrap() < text.find("\"linker_output\"").unwrap());
+        let parsed = parse(&text).unwrap();
+        let built = spec.into_file();
+        assert_eq!(built.linker_output, parsed.linker_output);
+        assert_eq!(built.schema, parsed.schema);
+        assert_eq!(built.jobs.len(), 1);
+        let (b, p) = (&built.jobs[0], &parsed.jobs[0]);
+        assert_eq!(b.command.to_vec(), p.command.to_vec());
+        assert_eq!(
+            (&b.inputs, &b.outputs, b.imports),
+            (&p.inputs, &p.outputs, p.imports)
+        );
+    }
 
     const CURRENT: &str = r#"{
       "common": {"linker_output": "prog", "args": ["clang", "-c", "-O2"], "inputs": ["prof.data"]},

@@ -1,13 +1,17 @@
 //! Link: the classic distributed ThinLTO flow (`dtlto-bridge link`) for any LLVM with lld
-//! (14+) — lld's command line read as lld reads it, archives and their members, the thin link,
-//! the backend jobs through the same engine as a DTLTO link's, the final link, and `--emit`.
+//! (14+) — the link command and its target, lld's inputs read as lld reads them, archives and
+//! their members, the thin link, the backend jobs through the same engine as a DTLTO link's,
+//! the final link, and `--emit`.
 //!
 //! It knows lld's options and the flow's files; it does not know how jobs are scheduled or run
 //! (`cmd::run` and `exec` do) or how build files are written (`render` does).
 
-pub(crate) mod archive;
-pub(crate) mod fingerprint;
+mod archive;
+mod command;
+mod emit;
+mod fingerprint;
 mod flow;
-pub(crate) mod ldargs;
+mod inputs;
+mod ldargs;
 
 pub(crate) use flow::link;

@@ -26,15 +26,16 @@ fn build_key() -> Vec<u8> {
 }
 
 /// Prints `message` as a warning unless this build has been given it already; the markers
-/// live in this user's directory under `base` (see `pool::base_dir`).
-pub fn once(base: &camino::Utf8Path, message: &str) {
-    if first_time(base, message) {
+/// live in `dir`, this user's own directory (see `pool::user_dir`), or None when it cannot be
+/// used.
+pub fn once(dir: Option<&camino::Utf8Path>, message: &str) {
+    if first_time(dir, message) {
         crate::report::warning(message);
     }
 }
 
-fn first_time(base: &camino::Utf8Path, message: &str) -> bool {
-    let Ok(dir) = crate::exec::pool::user_dir(base) else {
+fn first_time(dir: Option<&camino::Utf8Path>, message: &str) -> bool {
+    let Some(dir) = dir else {
         return true;
     };
     let name = crate::fsutil::stable_name(&[&build_key(), message.as_bytes()]);

@@ -6,5 +6,6 @@ mod cli;
 mod failures;
 mod golden;
 mod hostile;
+mod layers;
 mod record;
 mod scheduler;

@@ -1,0 +1,410 @@
+//! Inputs: lld's arguments read as lld reads them — `--push-state`/`--pop-state`, `-L` order,
+//! `-l` search, `--whole-archive` and `--start-lib` regions — into the items the flow rewrites:
+//! bitcode modules, archives whose bitcode members are extracted, and everything else as it is;
+//! and those items written back as lld's arguments for the thin and the final link.
+//!
+//! It knows lld's input options (their spellings come from `ldargs`) and asks `archive` what a
+//! file is; it does not run anything.
+
+use crate::link::archive::{self, Archive, Kind};
+use crate::link::fingerprint::Print;
+use crate::link::ldargs::{self, Word};
+use crate::report::Fail;
+use camino::{Utf8Path, Utf8PathBuf};
+use std::collections::BTreeMap;
+use std::fs;
+
+/// One word (or group of words) of lld's command line, as the flow rewrites it.
+#[derive(Debug)]
+pub(super) enum Item {
+    /// Passed on as it is.
+    Word(String),
+    /// An input file that is not bitcode: passed on as it is.
+    File(String),
+    /// A bitcode file: compiled by a job, its native object in the final link.
+    Module { path: String, lazy: bool },
+    /// An archive with bitcode members, replaced by its members.
+    Members(Members),
+}
+
+#[derive(Debug)]
+pub(super) struct Members {
+    /// The archive as the link named it (`libx.a`, `-lx`).
+    pub(super) named: String,
+    /// Where the archive is.
+    pub(super) archive: String,
+    /// Each member's path (extracted, or where a thin archive keeps it), and whether bitcode.
+    pub(super) members: Vec<(String, bool, String)>,
+    /// In a `--whole-archive` region: every member is linked, so no `--start-lib`.
+    pub(super) whole: bool,
+    /// Already inside the user's `--start-lib` group.
+    pub(super) in_lib: bool,
+}
+
+/// Reads lld's arguments into items: bitcode inputs become modules; archives (named or `-l`)
+/// with bitcode members are extracted into the private directory.
+pub(super) fn read_inputs(
+    args: &[String],
+    cwd: &Utf8Path,
+    private: &Utf8Path,
+    rel: &str,
+    mut prints: Option<&mut BTreeMap<String, Print>>,
+) -> Result<Vec<Item>, Fail> {
+    let search = search_paths(args);
+    let mut items = Vec::new();
+    let mut in_lib = false;
+    // What --push-state saves and --pop-state restores, as lld does: --whole-archive and
+    // -static (and --as-needed, which does not change what is read here).
+    let mut state = State::default();
+    let mut saved = Vec::new();
+    let mut archives = 0;
+    for word in ldargs::classify(args) {
+        let (named, path) = match &word {
+            Word::Option(o) => {
+                match o.trim_start_matches('-') {
+                    "whole-archive" => state.whole = true,
+                    "no-whole-archive" => state.whole = false,
+                    "start-lib" => in_lib = true,
+                    "end-lib" => in_lib = false,
+                    "Bstatic" | "static" | "dn" | "non_shared" => state.statik = true,
+                    "Bdynamic" | "dy" | "call_shared" => state.statik = false,
+                    "push-state" => saved.push(state),
+                    "pop-state" => {
+                        state = saved.pop().ok_or_else(|| {
+                            Fail::bad_input(
+                                "link: --pop-state without a --push-state (lld: \
+                                             unbalanced --push-state/--pop-state)",
+                            )
+                        })?
+                    }
+                    _ => {}
+                }
+                items.push(Item::Word(o.clone()));
+                continue;
+            }
+            Word::Input(p) => (p.clone(), Some(Utf8PathBuf::from(p))),
+            Word::Library(name) => (
+                format!("-l{name}"),
+                find_library(name, &search, state.statik, cwd),
+            ),
+        };
+        let as_given = || match &word {
+            Word::Input(p) if archive::kind(&cwd.join(p)) != Kind::Missing => Item::File(p.clone()),
+            Word::Input(p) => Item::Word(p.clone()),
+            _ => Item::Word(named.clone()),
+        };
+        let Some(path) = path else {
+            items.push(as_given());
+            continue;
+        };
+        match archive::kind(&cwd.join(&path)) {
+            Kind::Bitcode => items.push(Item::Module {
+                path: path.to_string(),
+                lazy: in_lib,
+            }),
+            Kind::Archive | Kind::ThinArchive => {
+                // Its metadata before its bytes: a change while it is read shows later.
+                let stat = crate::link::fingerprint::stat(&cwd.join(&path));
+                let read =
+                    Archive::read(&path, cwd).map_err(|e| Fail::bad_input(format!("link: {e}")))?;
+                if !read.has_bitcode() {
+                    items.push(as_given());
+                    continue;
+                }
+                if let Some(prints) = prints.as_deref_mut() {
+                    prints.insert(path.to_string(), Print::new(stat, read.bytes()));
+                }
+                archives += 1;
+                let dir = private.join("x").join(archives.to_string());
+                let mut members = Vec::new();
+                for (i, m) in read.members.iter().enumerate() {
+                    if !m.linkable && state.whole {
+                        return Err(Fail::bad_input(format!(
+                            "link: {named}: member {} is neither a relocatable object nor \
+                             bitcode, and --whole-archive links every member (lld: not an ELF \
+                             file)",
+                            m.name
+                        )));
+                    }
+                    if !m.linkable {
+                        crate::report::warning(&format!(
+                            "{named}: member {} is neither a relocatable object nor bitcode; \
+                             left out, as lld leaves it",
+                            m.name
+                        ));
+                        continue;
+                    }
+                    let at = match &m.path {
+                        Some(thin) => thin.to_string(),
+                        None => {
+                            fs::create_dir_all(&dir)
+                                .map_err(|e| Fail::environment(format!("create {dir}: {e}")))?;
+                            let file = format!("{i}-{}", safe_name(&m.name));
+                            fs::write(dir.join(&file), read.data(m)).map_err(|e| {
+                                Fail::environment(format!("extract {} from {named}: {e}", m.name))
+                            })?;
+                            format!("{rel}/x/{archives}/{file}")
+                        }
+                    };
+                    members.push((at, m.bitcode, m.name.clone()));
+                }
+                items.push(Item::Members(Members {
+                    named,
+                    archive: path.to_string(),
+                    members,
+                    whole: state.whole,
+                    in_lib,
+                }));
+            }
+            Kind::Other | Kind::Missing => items.push(as_given()),
+        }
+    }
+    Ok(items)
+}
+
+/// The state `--push-state` saves.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct State {
+    pub(super) whole: bool,
+    pub(super) statik: bool,
+}
+
+/// The `-L` directories in command-line order, however each is spelled (`-LDIR`, `-L DIR`,
+/// `--library-path DIR`, `--library-path=DIR`): lld searches them in that order, wherever they
+/// stand relative to the `-l` options. A directory starting with `=` is under `--sysroot`.
+pub(super) fn search_paths(args: &[String]) -> Vec<String> {
+    let sysroot = ldargs::values(args, "sysroot")
+        .last()
+        .copied()
+        .unwrap_or("");
+    let mut out: Vec<&str> = Vec::new();
+    let mut i = 0;
+    while i < args.len() {
+        let arg = args[i].as_str();
+        i += 1;
+        let bare = arg.trim_start_matches('-');
+        if bare == "L" || bare == "library-path" {
+            if let Some(dir) = args.get(i) {
+                out.push(dir.as_str());
+            }
+            i += 1;
+        } else if let Some(dir) = bare.strip_prefix("library-path=") {
+            out.push(dir);
+        } else if let Some(dir) = arg.strip_prefix("-L").filter(|d| !d.is_empty()) {
+            out.push(dir);
+        } else if ldargs::takes_value(bare) {
+            i += 1;
+        }
+    }
+    out.into_iter()
+        .map(|d| match d.strip_prefix('=') {
+            Some(under) => format!("{sysroot}{under}"),
+            None => d.to_string(),
+        })
+        .collect()
+}
+
+/// A member's name as a file name: its last component, `/` and NUL never in it.
+pub(super) fn safe_name(name: &str) -> String {
+    let last = name.trim_end_matches('/').rsplit('/').next().unwrap_or("");
+    if last.is_empty() || last == "." || last == ".." {
+        "member".to_string()
+    } else {
+        last.to_string()
+    }
+}
+
+/// Where lld finds `-lNAME`: `lib NAME .so` then `.a` in each directory (`.a` only when linking
+/// statically); `-l:FILE` names the file.
+pub(super) fn find_library(
+    name: &str,
+    search: &[String],
+    statik: bool,
+    cwd: &Utf8Path,
+) -> Option<Utf8PathBuf> {
+    let names: Vec<String> = match name.strip_prefix(':') {
+        Some(file) => vec![file.to_string()],
+        None if statik => vec![format!("lib{name}.a")],
+        None => vec![format!("lib{name}.so"), format!("lib{name}.a")],
+    };
+    for dir in search {
+        for n in &names {
+            let p = Utf8Path::new(dir).join(n);
+            if cwd.join(&p).is_file() {
+                return Some(p);
+            }
+        }
+    }
+    None
+}
+
+/// lld's arguments for the thin link (`native` None) or the final link (each linked module's
+/// native object; modules the thin link dropped are left out).
+pub(super) fn render(items: &[Item], native: Option<&BTreeMap<String, String>>) -> Vec<String> {
+    let mut out = Vec::new();
+    let pick = |path: &str, bitcode: bool| -> Option<String> {
+        match (native, bitcode) {
+            (Some(map), true) => map.get(path).cloned(),
+            _ => Some(path.to_string()),
+        }
+    };
+    for item in items {
+        match item {
+            Item::Word(w) | Item::File(w) => out.push(w.clone()),
+            Item::Module { path, .. } => out.extend(pick(path, true)),
+            Item::Members(m) => {
+                let group = !m.whole && !m.in_lib;
+                if group {
+                    out.push("--start-lib".to_string());
+                }
+                for (path, bitcode, _) in &m.members {
+                    out.extend(pick(path, *bitcode));
+                }
+                if group {
+                    out.push("--end-lib".to_string());
+                }
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A regular archive of (name, contents) members.
+    fn ar(members: &[(&str, &[u8])]) -> Vec<u8> {
+        let mut out = b"!<arch>\n".to_vec();
+        for (name, data) in members {
+            let header = format!(
+                "{:<16}{:<12}{:<6}{:<6}{:<8}{:<10}`\n",
+                format!("{name}/"),
+                0,
+                0,
+                0,
+                644,
+                data.len()
+            );
+            out.extend(header.as_bytes());
+            out.extend(*data);
+            if data.len() % 2 == 1 {
+                out.push(b'\n');
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn state_search_order_and_unlinkable_members_as_lld_reads_them() {
+        let dir =
+            std::env::temp_dir().join(format!("dtlto-bridge-link-test-{}", std::process::id()));
+        let cwd = Utf8PathBuf::from_path_buf(dir).unwrap();
+        let _ = fs::remove_dir_all(&cwd);
+        for d in ["d1", "d2", "p"] {
+            fs::create_dir_all(cwd.join(d)).unwrap();
+        }
+        let lib = ar(&[("a.o", b"BC\xC0\xDE...."), ("README", b"text")]);
+        fs::write(cwd.join("libx.a"), &lib).unwrap();
+        fs::write(cwd.join("d1/libq.a"), ar(&[("one.o", b"BC\xC0\xDE....")])).unwrap();
+        fs::write(cwd.join("d2/libq.a"), ar(&[("two.o", b"BC\xC0\xDE....")])).unwrap();
+        let words = |w: &[&str]| -> Vec<String> { w.iter().map(|a| a.to_string()).collect() };
+        let args = words(&[
+            "--whole-archive",
+            "--push-state",
+            "--no-whole-archive",
+            "libx.a",
+            "--pop-state",
+            "--build-id",
+            "-L",
+            "d2",
+            "-Ld1",
+            "--library-path=d3",
+            "-Bstatic",
+            "-lq",
+        ]);
+        let items = read_inputs(&args, &cwd, &cwd.join("p"), "p", None).unwrap();
+        let groups: Vec<(&str, bool, Vec<&str>)> = items
+            .iter()
+            .filter_map(|i| match i {
+                Item::Members(m) => Some((
+                    m.named.as_str(),
+                    m.whole,
+                    m.members.iter().map(|(_, _, name)| name.as_str()).collect(),
+                )),
+                _ => None,
+            })
+            .collect();
+        // --pop-state brings --whole-archive back; -lq is d2's, the first -L given; the lazy
+        // archive's README member is left out.
+        assert_eq!(
+            groups,
+            [("libx.a", false, vec!["a.o"]), ("-lq", true, vec!["two.o"])]
+        );
+        // As lld: a member it cannot link is an error where every member is linked, and so
+        // is a --pop-state with nothing pushed.
+        let read = |w: &[&str]| read_inputs(&words(w), &cwd, &cwd.join("p"), "p", None);
+        let err = read(&["--whole-archive", "libx.a"]).err().unwrap().message;
+        assert!(err.contains("libx.a: member README is neither"), "{err}");
+        let err = read(&["--pop-state", "libx.a"]).err().unwrap().message;
+        assert!(err.contains("--pop-state without a --push-state"), "{err}");
+        assert_eq!(search_paths(&args), ["d2", "d1", "d3"]);
+        let rooted: Vec<String> = ["--sysroot=/s", "-L=/usr/lib"].map(String::from).to_vec();
+        assert_eq!(search_paths(&rooted), ["/s/usr/lib"]);
+        fs::remove_dir_all(&cwd).unwrap();
+    }
+
+    #[test]
+    fn archives_become_lazy_members_and_dropped_modules_are_left_out() {
+        let items = vec![
+            Item::Word("-o".into()),
+            Item::Word("prog".into()),
+            Item::Module {
+                path: "main.o".into(),
+                lazy: false,
+            },
+            Item::Members(Members {
+                named: "libx.a".into(),
+                archive: "libx.a".into(),
+                members: vec![
+                    ("x/1/0-a.o".into(), true, "a.o".into()),
+                    ("x/1/1-n.o".into(), false, "n.o".into()),
+                    ("x/1/2-b.o".into(), true, "b.o".into()),
+                ],
+                whole: false,
+                in_lib: false,
+            }),
+        ];
+        let thin = render(&items, None);
+        assert_eq!(
+            thin,
+            [
+                "-o",
+                "prog",
+                "main.o",
+                "--start-lib",
+                "x/1/0-a.o",
+                "x/1/1-n.o",
+                "x/1/2-b.o",
+                "--end-lib"
+            ]
+        );
+        let native: BTreeMap<String, String> = [
+            ("main.o".to_string(), "m/main.o".to_string()),
+            ("x/1/0-a.o".to_string(), "m/x/1/0-a.o".to_string()),
+        ]
+        .into();
+        assert_eq!(
+            render(&items, Some(&native)),
+            [
+                "-o",
+                "prog",
+                "m/main.o",
+                "--start-lib",
+                "m/x/1/0-a.o",
+                "x/1/1-n.o",
+                "--end-lib"
+            ]
+        );
+    }
+}
