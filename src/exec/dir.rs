@@ -137,8 +137,7 @@ pub fn remove_dead(tmp: &Path) {
 /// replaced it with a live directory of the same name keeps it.
 fn remove_if_dead(path: &Path) -> Result<(), &'static str> {
     const LIVE: &str = "is another live run's";
-    // SAFETY: getuid has no preconditions.
-    let uid = unsafe { libc::getuid() };
+    let uid = rustix::process::getuid().as_raw();
     match fs::symlink_metadata(path) {
         Ok(meta) if meta.is_dir() && meta.uid() == uid => {}
         _ => return Err("is not a directory of this user's"),
@@ -199,23 +198,8 @@ fn bury(path: &Path, lock: &str, held: &fs::Metadata) -> bool {
 
 /// Renames `from` to `to` unless `to` exists (best effort).
 fn rename_noreplace(from: &Path, to: &Path) {
-    use std::os::unix::ffi::OsStrExt;
-    let (Ok(from), Ok(to)) = (
-        std::ffi::CString::new(from.as_os_str().as_bytes()),
-        std::ffi::CString::new(to.as_os_str().as_bytes()),
-    ) else {
-        return;
-    };
-    // SAFETY: both are NUL-terminated paths that live across the call.
-    unsafe {
-        libc::renameat2(
-            libc::AT_FDCWD,
-            from.as_ptr(),
-            libc::AT_FDCWD,
-            to.as_ptr(),
-            libc::RENAME_NOREPLACE,
-        );
-    }
+    use rustix::fs::{renameat_with, RenameFlags, CWD};
+    let _ = renameat_with(CWD, from, CWD, to, RenameFlags::NOREPLACE);
 }
 
 #[cfg(test)]

@@ -18,8 +18,7 @@ use std::sync::{Arc, Condvar, Mutex};
 pub const MAX_SLOTS: usize = 32767;
 
 fn uid() -> u32 {
-    // SAFETY: getuid has no preconditions.
-    unsafe { libc::getuid() }
+    rustix::process::getuid().as_raw()
 }
 
 /// Why the pool cannot be used: its path and the reason.

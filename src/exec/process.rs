@@ -148,8 +148,7 @@ pub struct Options {
 /// Starts `cmd` so that it gets `opts.parent_death` when this thread ends, however it ends
 /// (`kill -9` included), and receives the cancelling signals `watch` sees while it lives.
 pub fn spawn(cmd: &mut Command, watch: &Watch, opts: &Options) -> io::Result<Supervised> {
-    // SAFETY: getpid has no preconditions.
-    let parent = unsafe { libc::getpid() };
+    let parent = std::process::id() as libc::pid_t;
     let death = opts.parent_death;
     if opts.group {
         cmd.process_group(0);

@@ -57,8 +57,7 @@ pub fn link(args: &LinkArgs, jobserver: jobserver::FromEnv, watch: &Watch) -> Re
     crate::exec::dir::remove_dead(&std::env::temp_dir());
     // Named after the link, so that a relink writes the same paths into the index shards and
     // a remote action cache knows its jobs.
-    // SAFETY: getuid has no preconditions.
-    let uid = unsafe { libc::getuid() };
+    let uid = rustix::process::getuid().as_raw();
     let name = crate::fsutil::stable_name(&[cwd.as_str().as_bytes(), command.output().as_bytes()]);
     let (state, why) =
         StateDir::create_named(&format!("link-{uid}-{name}")).map_err(Fail::environment)?;

@@ -13,8 +13,9 @@ const FORGET: Duration = Duration::from_secs(24 * 3600);
 
 /// What names the build this process belongs to.
 fn build_key() -> Vec<u8> {
-    // SAFETY: getsid and getpgrp have no preconditions.
-    let (sid, pgrp) = unsafe { (libc::getsid(0), libc::getpgrp()) };
+    use rustix::process::{getpgrp, getsid};
+    let sid = getsid(None).map_or(-1, |p| p.as_raw_nonzero().get());
+    let pgrp = getpgrp().as_raw_nonzero().get();
     let mut key = format!("{sid} {pgrp}").into_bytes();
     for var in ["MAKEFLAGS", "CARGO_MAKEFLAGS", "MFLAGS"] {
         key.push(0);
