@@ -24,6 +24,8 @@ if ! $fast; then
 fi
 want ninja ninja-build
 want make make
+# Building the tool needs a C compiler (ring, through tonic's TLS; rustc links through cc).
+want cc gcc
 if $tests; then
   want python3 python3
   want distcc distcc
@@ -63,7 +65,7 @@ if $tests; then
 fi
 
 tools=(clang-22 ld.lld-22 llvm-ar-22 ninja make cargo)
-$fast && tools=(ninja make cargo)
+$fast && tools=(ninja make cc cargo)
 $tests && tools+=(distcc distccd ps script cmake python3 clang-14 ld.lld-14 clang-19 ld.lld-19)
 for tool in "${tools[@]}"; do
   command -v "$tool" >/dev/null || { echo "setup: $tool is still missing" >&2; exit 1; }

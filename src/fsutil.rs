@@ -38,7 +38,9 @@ impl Partial {
             .prefix(&prefix)
             .suffix(".partial")
             .permissions(fs::Permissions::from_mode(mode))
-            .tempfile_in(dir)?;
+            .tempfile_in(dir)
+            // As the OS said it (tempfile adds the random name, which the user never chose).
+            .map_err(as_the_os_said)?;
         Ok(Partial {
             path: path.to_owned(),
             file,
@@ -60,6 +62,16 @@ impl Partial {
     }
 
     pub fn discard(self) {}
+}
+
+/// `e` without the path tempfile adds to it (` at path "DIR/.NAME.RANDOM.partial"`, a name the
+/// user never chose): the OS's error as `File::create` gives it.
+fn as_the_os_said(e: std::io::Error) -> std::io::Error {
+    let text = e.to_string();
+    match text.rfind(" at path \"") {
+        Some(at) if e.get_ref().is_some() => std::io::Error::new(e.kind(), &text[..at]),
+        _ => e,
+    }
 }
 
 /// Writes `path` whole or not at all (see `Partial`).
@@ -151,6 +163,14 @@ mod tests {
         write_whole(&path, b"x", 0o600, || Ok(())).unwrap();
         let mode = fs::metadata(&path).unwrap().permissions().mode() & 0o777;
         assert_eq!((fs::read(&path).unwrap(), mode), (b"x".to_vec(), 0o600));
+    }
+
+    #[test]
+    fn a_file_that_cannot_be_created_is_the_os_error_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = Utf8PathBuf::from_path_buf(dir.path().join("no/such/f")).unwrap();
+        let e = write_atomically(&path, |_| Ok(())).unwrap_err();
+        assert_eq!(e.to_string(), "No such file or directory (os error 2)");
     }
 
     #[test]

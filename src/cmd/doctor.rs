@@ -4,7 +4,6 @@
 //! read the jobserver in the environment, and what known wrappers do; it reads no job file.
 
 use crate::cli::DoctorArgs;
-
 use crate::exec::slots;
 use crate::render::Format;
 use crate::report::{self, Fail};

@@ -5,7 +5,7 @@
 //! records, the history and the summary).
 //!
 //! It knows the order of those steps and how ninja and make are invoked; the details of each
-//! step live in parse, plan, render, sched, output and report.
+//! step live in `job`, `render`, `exec` (the scheduler and its server) and `report`.
 
 use crate::cli::RunArgs;
 use crate::exec::dir::{self, StateDir};
@@ -110,6 +110,8 @@ pub fn run(args: &RunArgs, jobserver: jobserver::FromEnv, watch: &Watch) -> Resu
         .job_file
         .as_deref()
         .expect("clap requires the job file");
+    // The directory first: failing to find it is the environment's fault, not the file's.
+    cwd()?;
     run_file(args, parse_file(path)?, jobserver, watch)
 }
 
@@ -148,115 +150,16 @@ fn prepare<'a>(
         return Err(Fail::bad_input(format!("check inputs of {path}: {list}")));
     }
     if let Some(dir) = &args.save {
-        let saved = crate::cmd::capture::save(dir, path, &file, &cwd)
-            .map_err(|e| Fail::environment(format!("save the link in {dir}: {e}")))?;
-        let how = if saved.copied > 0 {
-            format!("{} copied", saved.copied)
-        } else {
-            "hard links".to_string()
-        };
-        report::note(&format!(
-            "saved {} and its jobs' {} input file(s) ({:.1} MB, {how}) in {}; run the jobs again \
-             from there: dtlto-bridge emit {} -o jobs.ninja && ninja -f jobs.ninja",
-            path,
-            saved.files - 1,
-            saved.bytes as f64 / 1e6,
-            saved.run_dir,
-            crate::render::escape::shell_word(saved.job_file.file_name().unwrap_or("")),
-        ));
+        save(dir, path, &file, &cwd)?;
     }
     if file.jobs.is_empty() {
         // Every job came from lld's ThinLTO cache: a link through dtlto-bridge all the same.
-        let empty = record::build(&record::RunInfo {
-            file: &file,
-            wrapper: &wrapper,
-            outcomes: &[],
-            input_bytes: &[],
-            backend: "none",
-            start: outcome::now(),
-            end: outcome::now(),
-        });
-        log(args, &empty, true);
+        log_empty(args, &file, &wrapper);
         return Ok(None);
     }
     dir::remove_dead(&std::env::temp_dir());
-
-    let history = (!args.no_history)
-        .then(|| {
-            args.history
-                .clone()
-                .or_else(crate::report::history::default_dir)
-        })
-        .flatten()
-        .map(|dir| History::load(&dir, &cwd, &file.linker_output));
-    let cost = match args.order {
-        crate::cli::Order::Longest => match &history {
-            Some(h) => h.estimate(&file, &inputs.bytes),
-            None => inputs.bytes.iter().map(|&b| b as f64).collect(),
-        },
-        // Earlier jobs cost more, so they go first.
-        crate::cli::Order::File => (0..file.jobs.len()).map(|i| -(i as f64)).collect(),
-    };
-
-    let ninja = which::which(&args.tools.ninja);
-    let ninja_asked = args.origins.given("ninja") && args.backend != Some(Format::Make);
-    if let (Err(e), true) = (&ninja, ninja_asked) {
-        // Asked for by name: never silently replaced by make.
-        let asked = args.origins.describe("ninja", "--ninja", &args.tools.ninja);
-        return Err(Fail::environment(format!("find ninja ({asked}): {e}")));
-    }
-    let ninja = ninja.ok();
-    let format = render::choose_backend(args.backend, ninja.is_some());
-    let state = StateDir::create().map_err(Fail::environment)?;
-    let exe = own_exe()?;
-    let opts = render::Options {
-        wrapper: &wrapper,
-        source: path.as_str(),
-        run: Some(RunHooks {
-            state_dir: state.path().to_string(),
-            launcher: vec![exe, "__job".to_string(), state.path().to_string()],
-        }),
-        order: Some(check::longest_first(&cost)),
-    };
-    let (format, prepared) = match render::prepare(format, &file, &opts) {
-        Ok(prepared) => (format, prepared),
-        // ninja cannot write every path make can (e.g. '|'); without an explicit choice, use make.
-        Err(e) if args.backend.is_none() && format == Format::Ninja => {
-            let prepared = render::prepare(Format::Make, &file, &opts)
-                .map_err(|e2| Fail::bad_input(format!("render build file: {e}; and {e2}")))?;
-            (Format::Make, prepared)
-        }
-        Err(e) => {
-            return Err(Fail::bad_input(format!(
-                "render {}: {e}",
-                format.file_name()
-            )))
-        }
-    };
-    let build_file = state.path().join(format.file_name());
-    File::create(&build_file)
-        .and_then(|mut f| prepared.write_to(&mut f))
-        .map_err(|e| Fail::environment(format!("write {build_file}: {e}")))?;
-    drop(prepared);
-    let program = match (format, ninja) {
-        (Format::Ninja, Some(found)) => found,
-        (Format::Ninja, None) => {
-            let e = which::which(&args.tools.ninja).err();
-            return Err(missing(args, "ninja", e));
-        }
-        (Format::Make, ninja) => match which::which(&args.tools.make) {
-            Ok(found) => found,
-            Err(e) if ninja.is_none() && args.backend.is_none() => {
-                return Err(Fail::environment(format!(
-                    "find a build tool: neither {} nor {} is on PATH ({e}); install ninja \
-                     (ninja-build) or make",
-                    args.tools.ninja, args.tools.make
-                )))
-            }
-            Err(e) => return Err(missing(args, "make", Some(e))),
-        },
-    };
-
+    let (history, cost) = costs(args, &file, &cwd, &inputs.bytes);
+    let (format, program, state) = write_build_file(args, &file, &wrapper, &cost)?;
     let parallelism = std::thread::available_parallelism()
         .map(usize::from)
         .unwrap_or(1);
@@ -291,6 +194,147 @@ fn prepare<'a>(
         parallelism,
         remote,
     }))
+}
+
+/// `--save DIR`: the job file and every input its jobs read, to run them again later.
+fn save(
+    dir: &Utf8Path,
+    path: &Utf8Path,
+    file: &JobFile<'_>,
+    cwd: &std::path::Path,
+) -> Result<(), Fail> {
+    let saved = crate::cmd::capture::save(dir, path, file, cwd)
+        .map_err(|e| Fail::environment(format!("save the link in {dir}: {e}")))?;
+    let how = if saved.copied > 0 {
+        format!("{} copied", saved.copied)
+    } else {
+        "hard links".to_string()
+    };
+    report::note(&format!(
+        "saved {} and its jobs' {} input file(s) ({:.1} MB, {how}) in {}; run the jobs again \
+         from there: dtlto-bridge emit {} -o jobs.ninja && ninja -f jobs.ninja",
+        path,
+        saved.files - 1,
+        saved.bytes as f64 / 1e6,
+        saved.run_dir,
+        crate::render::escape::shell_word(saved.job_file.file_name().unwrap_or("")),
+    ));
+    Ok(())
+}
+
+/// The record of a link whose every job came from lld's cache.
+fn log_empty(args: &RunArgs, file: &JobFile<'_>, wrapper: &[String]) {
+    let empty = record::build(&record::RunInfo {
+        file,
+        wrapper,
+        outcomes: &[],
+        input_bytes: &[],
+        backend: "none",
+        start: outcome::now(),
+        end: outcome::now(),
+    });
+    log(args, &empty, true);
+}
+
+/// The remembered history (unless turned off) and each job's expected cost, by `--order`.
+fn costs(
+    args: &RunArgs,
+    file: &JobFile<'_>,
+    cwd: &std::path::Path,
+    bytes: &[u64],
+) -> (Option<History>, Vec<f64>) {
+    let history = (!args.no_history)
+        .then(|| {
+            args.history
+                .clone()
+                .or_else(crate::report::history::default_dir)
+        })
+        .flatten()
+        .map(|dir| History::load(&dir, cwd, &file.linker_output));
+    let cost = match args.order {
+        crate::cli::Order::Longest => match &history {
+            Some(h) => h.estimate(file, bytes),
+            None => bytes.iter().map(|&b| b as f64).collect(),
+        },
+        // Earlier jobs cost more, so they go first.
+        crate::cli::Order::File => (0..file.jobs.len()).map(|i| -(i as f64)).collect(),
+    };
+
+    (history, cost)
+}
+
+/// Picks the build tool, writes the build file into a new private directory, and finds the
+/// tool's program.
+fn write_build_file(
+    args: &RunArgs,
+    file: &JobFile<'_>,
+    wrapper: &[String],
+    cost: &[f64],
+) -> Result<(Format, PathBuf, StateDir), Fail> {
+    let path = args
+        .job_file
+        .as_deref()
+        .expect("clap requires the job file");
+    let ninja = which::which(&args.tools.ninja);
+    let ninja_asked = args.origins.given("ninja") && args.backend != Some(Format::Make);
+    if let (Err(e), true) = (&ninja, ninja_asked) {
+        // Asked for by name: never silently replaced by make.
+        let asked = args.origins.describe("ninja", "--ninja", &args.tools.ninja);
+        return Err(Fail::environment(format!("find ninja ({asked}): {e}")));
+    }
+    let ninja = ninja.ok();
+    let format = render::choose_backend(args.backend, ninja.is_some());
+    let state = StateDir::create().map_err(Fail::environment)?;
+    let exe = own_exe()?;
+    let opts = render::Options {
+        wrapper,
+        source: path.as_str(),
+        run: Some(RunHooks {
+            state_dir: state.path().to_string(),
+            launcher: vec![exe, "__job".to_string(), state.path().to_string()],
+        }),
+        order: Some(check::longest_first(cost)),
+    };
+    let (format, prepared) = match render::prepare(format, file, &opts) {
+        Ok(prepared) => (format, prepared),
+        // ninja cannot write every path make can (e.g. '|'); without an explicit choice, use make.
+        Err(e) if args.backend.is_none() && format == Format::Ninja => {
+            let prepared = render::prepare(Format::Make, file, &opts)
+                .map_err(|e2| Fail::bad_input(format!("render build file: {e}; and {e2}")))?;
+            (Format::Make, prepared)
+        }
+        Err(e) => {
+            return Err(Fail::bad_input(format!(
+                "render {}: {e}",
+                format.file_name()
+            )))
+        }
+    };
+    let build_file = state.path().join(format.file_name());
+    File::create(&build_file)
+        .and_then(|mut f| prepared.write_to(&mut f))
+        .map_err(|e| Fail::environment(format!("write {build_file}: {e}")))?;
+    drop(prepared);
+    let program = match (format, ninja) {
+        (Format::Ninja, Some(found)) => found,
+        (Format::Ninja, None) => {
+            let e = which::which(&args.tools.ninja).err();
+            return Err(missing(args, "ninja", e));
+        }
+        (Format::Make, ninja) => match which::which(&args.tools.make) {
+            Ok(found) => found,
+            Err(e) if ninja.is_none() && args.backend.is_none() => {
+                return Err(Fail::environment(format!(
+                    "find a build tool: neither {} nor {} is on PATH ({e}); install ninja \
+                     (ninja-build) or make",
+                    args.tools.ninja, args.tools.make
+                )))
+            }
+            Err(e) => return Err(missing(args, "make", Some(e))),
+        },
+    };
+
+    Ok((format, program, state))
 }
 
 /// Connects to the remote server, if one is named: the connection, and which jobs may go there.

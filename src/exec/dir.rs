@@ -7,7 +7,6 @@
 //! decide what failed.
 
 use camino::{Utf8Path, Utf8PathBuf};
-
 use std::fs::{self, File};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;

@@ -150,13 +150,15 @@ impl Shared {
             .collect()
     }
 
-    /// What a remote job's end does, on the remote client's thread: its stderr goes where a
-    /// local attempt's would, then the core hears of it.
+    /// What a remote job's end does, on the remote client's thread: its stderr, if any, goes
+    /// where a local attempt's would (a missing file reads as empty), then the core hears of it.
     fn remote_reply(&self, index: usize, attempt: usize) -> Box<dyn FnOnce(End) + Send> {
         let me = self.me.clone();
         let stderr = dir::stderr_file(&self.setup.state_dir, index, attempt);
         Box::new(move |end: End| {
-            let _ = std::fs::write(&stderr, &end.stderr);
+            if !end.stderr.is_empty() {
+                let _ = std::fs::write(&stderr, &end.stderr);
+            }
             if let Some(shared) = me.upgrade() {
                 let mut inner = shared.lock();
                 let actions = inner.core.remote_done(index, end);

@@ -261,8 +261,21 @@ impl Spec {
         serde_json::to_string_pretty(self).expect("JSON of strings")
     }
 
-    /// The jobs, as `parse` reads them from `to_json`'s text.
-    pub fn into_file(self) -> JobFile<'static> {
+    /// The jobs, as `parse` reads them from `to_json`'s text, which refuses an empty path.
+    pub fn into_file(self) -> Result<JobFile<'static>, ParseError> {
+        let lists = std::iter::once(("common.inputs".to_string(), &self.common.inputs)).chain(
+            self.jobs.iter().enumerate().flat_map(|(i, j)| {
+                [
+                    (format!("jobs[{i}].inputs"), &j.inputs),
+                    (format!("jobs[{i}].outputs"), &j.outputs),
+                ]
+            }),
+        );
+        for (at, list) in lists {
+            if let Some(k) = list.iter().position(|p| p.is_empty()) {
+                return err(format!("{at}[{k}]"), "is an empty path");
+            }
+        }
         let owned =
             |v: Vec<String>| -> Vec<Str<'static>> { v.into_iter().map(Cow::Owned).collect() };
         let common: Arc<[Str]> = Arc::from(owned(self.common.args));
@@ -280,11 +293,11 @@ impl Spec {
                 outputs: owned(job.outputs),
             })
             .collect();
-        JobFile {
+        Ok(JobFile {
             schema: Schema::Current,
             linker_output: self.common.linker_output,
             jobs,
-        }
+        })
     }
 }
 
@@ -624,7 +637,7 @@ mod tests {
         let text = spec.to_json();
         assert!(text.find("\"args\"").unwrap() < text.find("\"linker_output\"").unwrap());
         let parsed = parse(&text).unwrap();
-        let built = spec.into_file();
+        let built = spec.into_file().unwrap();
         assert_eq!(built.linker_output, parsed.linker_output);
         assert_eq!(built.schema, parsed.schema);
         assert_eq!(built.jobs.len(), 1);
@@ -634,6 +647,23 @@ mod tests {
             (&b.inputs, &b.outputs, b.imports),
             (&p.inputs, &p.outputs, p.imports)
         );
+    }
+
+    #[test]
+    fn a_spec_with_an_empty_path_is_refused_as_parse_refuses_its_text() {
+        let spec = Spec {
+            common: SpecCommon {
+                args: vec!["clang".into()],
+                inputs: vec!["".into()],
+                linker_output: "prog".into(),
+            },
+            jobs: vec![],
+        };
+        let text = spec.to_json();
+        let parsed = parse(&text).unwrap_err().to_string();
+        let built = spec.into_file().unwrap_err().to_string();
+        assert_eq!(built, parsed);
+        assert!(built.contains("common.inputs[0]"), "{built}");
     }
 
     const CURRENT: &str = r#"{

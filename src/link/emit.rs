@@ -145,7 +145,9 @@ pub(super) fn emit_in(
         thin_outputs.push(format!("{native}.thinlto.bc"));
         thin_outputs.push(format!("{native}.imports"));
     }
-    let parsed = spec.into_file();
+    let parsed = spec
+        .into_file()
+        .map_err(|e| Fail::environment(format!("read back {jobs_path}: {e}")))?;
     let wrapper = args.run.wrapper.words().map_err(Fail::bad_input)?;
     let format = args.run.backend.unwrap_or(crate::render::Format::Ninja);
     let output = command.output();

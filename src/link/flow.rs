@@ -248,8 +248,11 @@ pub(super) fn flow(
     fs::write(&job_file, spec.to_json())
         .map_err(|e| Fail::environment(format!("write {job_file}: {e}")))?;
     let mut run = args.run.clone();
-    run.job_file = Some(job_file);
-    crate::cmd::run::run_file(&run, spec.into_file(), jobserver, watch).map_err(|fail| Fail {
+    run.job_file = Some(job_file.clone());
+    let file = spec
+        .into_file()
+        .map_err(|e| Fail::bad_input(format!("parse job file {job_file}: {e}")))?;
+    crate::cmd::run::run_file(&run, file, jobserver, watch).map_err(|fail| Fail {
         code: fail.code,
         message: format!(
             "{}\nlink: the backend jobs failed; the final link did not run",

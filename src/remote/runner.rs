@@ -183,91 +183,26 @@ impl Remote {
         file: &JobFile<'_>,
         cwd: &Path,
     ) -> Result<(Remote, Vec<Option<String>>), String> {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .thread_name("remote")
-            .enable_all()
-            .build()
-            .map_err(|e| format!("start the remote client: {e}"))?;
-        let target = options.target.clone();
-        let (client, caps) = rt.block_on(async move {
-            tokio::time::timeout(Duration::from_secs(15), Client::connect(&target))
-                .await
-                .unwrap_or_else(|_| Err(format!("connect to {}: timed out", target.url)))
-        })?;
-        if !caps.sha256 {
-            return Err(format!(
-                "{} does not take SHA-256 digests, the only ones dtlto-bridge makes",
-                options.target.url
-            ));
-        }
-        if !caps.exec_enabled {
-            return Err(format!(
-                "{} (instance {:?}) does not execute actions",
-                options.target.url, options.target.instance
-            ));
-        }
+        let (rt, client) = connect(options)?;
         let compiler = file
             .jobs
             .first()
             .and_then(|j| j.command.words().next())
             .map(|w| w.to_string())
             .unwrap_or_default();
-        let identity = compiler_identity(&compiler)?;
         let common = Common {
             cwd: cwd.to_path_buf(),
             root_is_slash: options.root_is_slash,
-            identity,
+            identity: compiler_identity(&compiler)?,
             platform: options.platform.clone(),
             cache: options.cache,
         };
-
-        let mut files: HashMap<String, (re::Digest, PathBuf)> = HashMap::new();
-        let mut digests: HashMap<PathBuf, re::Digest> = HashMap::new();
-        let mut why = Vec::with_capacity(file.jobs.len());
-        let mut jobs = Vec::with_capacity(file.jobs.len());
-        for job in &file.jobs {
-            let inputs: Vec<&str> = job.inputs.iter().map(|s| s.as_ref()).collect();
-            let outputs: Vec<&str> = job.outputs.iter().map(|s| s.as_ref()).collect();
-            if let Some(reason) = action::unsuitable(&inputs, &outputs, options.root_is_slash) {
-                why.push(Some(reason));
-                jobs.push(None);
-                continue;
-            }
-            let mut unreadable = None;
-            for input in &inputs {
-                let path = action::absolute(cwd, input);
-                if digests.contains_key(&path) {
-                    continue;
-                }
-                match file_digest(&path) {
-                    Ok((d, _)) => {
-                        files.insert(d.hash.clone(), (d.clone(), path.clone()));
-                        digests.insert(path, d);
-                    }
-                    Err(e) => {
-                        unreadable = Some(format!("read its input {input}: {e}"));
-                        break;
-                    }
-                }
-            }
-            if let Some(reason) = unreadable {
-                why.push(Some(reason));
-                jobs.push(None);
-                continue;
-            }
-            let argv: Vec<&str> = job.command.words().map(|w| w.as_ref()).collect();
-            let built = action::build(&common, &argv, &inputs, &outputs, &|p: &Path| {
-                digests.get(p).cloned().unwrap_or_default()
-            });
-            why.push(None);
-            jobs.push(Some(built));
-        }
+        let (actions, why) = Actions::build(&common, file, cwd);
         let (cancel, cancelled) = tokio::sync::watch::channel(false);
         let ctx = Arc::new(Ctx {
             client,
-            jobs,
-            files,
+            jobs: actions.jobs,
+            files: actions.files,
             uploaded: tokio::sync::OnceCell::new(),
             cache: options.cache,
             cwd: cwd.to_path_buf(),
@@ -292,7 +227,6 @@ impl Remote {
             why,
         ))
     }
-
     /// Runs job `index` remotely; `reply` learns how it ended (not called once the link is
     /// cancelled).
     pub fn submit(&self, index: usize, reply: Box<dyn FnOnce(End) + Send>) {
@@ -348,6 +282,92 @@ impl Remote {
         self.rt.shutdown_timeout(Duration::from_secs(2));
         let warnings = std::mem::take(&mut *lock(&self.warnings));
         (totals, warnings)
+    }
+}
+
+/// Starts the client's runtime and connects to the server, which must take SHA-256 digests and
+/// execute actions.
+fn connect(options: &Options) -> Result<(tokio::runtime::Runtime, Client), String> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("remote")
+        .enable_all()
+        .build()
+        .map_err(|e| format!("start the remote client: {e}"))?;
+    let target = options.target.clone();
+    let (client, caps) = rt.block_on(async move {
+        tokio::time::timeout(Duration::from_secs(15), Client::connect(&target))
+            .await
+            .unwrap_or_else(|_| Err(format!("connect to {}: timed out", target.url)))
+    })?;
+    if !caps.sha256 {
+        return Err(format!(
+            "{} does not take SHA-256 digests, the only ones dtlto-bridge makes",
+            options.target.url
+        ));
+    }
+    if !caps.exec_enabled {
+        return Err(format!(
+            "{} (instance {:?}) does not execute actions",
+            options.target.url, options.target.instance
+        ));
+    }
+    Ok((rt, client))
+}
+
+/// Each job as an action (None for a job that runs here), and every input file's digest.
+struct Actions {
+    jobs: Vec<Option<JobAction>>,
+    /// Each input file's digest, and where it is.
+    files: HashMap<String, (re::Digest, PathBuf)>,
+}
+
+impl Actions {
+    /// The actions of `file`'s jobs, and, for each job, why it runs here instead (None: it can
+    /// run remotely).
+    fn build(common: &Common, file: &JobFile<'_>, cwd: &Path) -> (Actions, Vec<Option<String>>) {
+        let mut files: HashMap<String, (re::Digest, PathBuf)> = HashMap::new();
+        let mut digests: HashMap<PathBuf, re::Digest> = HashMap::new();
+        let mut why = Vec::with_capacity(file.jobs.len());
+        let mut jobs = Vec::with_capacity(file.jobs.len());
+        for job in &file.jobs {
+            let inputs: Vec<&str> = job.inputs.iter().map(|s| s.as_ref()).collect();
+            let outputs: Vec<&str> = job.outputs.iter().map(|s| s.as_ref()).collect();
+            if let Some(reason) = action::unsuitable(&inputs, &outputs, common.root_is_slash) {
+                why.push(Some(reason));
+                jobs.push(None);
+                continue;
+            }
+            let mut unreadable = None;
+            for input in &inputs {
+                let path = action::absolute(cwd, input);
+                if digests.contains_key(&path) {
+                    continue;
+                }
+                match file_digest(&path) {
+                    Ok((d, _)) => {
+                        files.insert(d.hash.clone(), (d.clone(), path.clone()));
+                        digests.insert(path, d);
+                    }
+                    Err(e) => {
+                        unreadable = Some(format!("read its input {input}: {e}"));
+                        break;
+                    }
+                }
+            }
+            if let Some(reason) = unreadable {
+                why.push(Some(reason));
+                jobs.push(None);
+                continue;
+            }
+            let argv: Vec<&str> = job.command.words().map(|w| w.as_ref()).collect();
+            let built = action::build(common, &argv, &inputs, &outputs, &|p: &Path| {
+                digests.get(p).cloned().unwrap_or_default()
+            });
+            why.push(None);
+            jobs.push(Some(built));
+        }
+        (Actions { jobs, files }, why)
     }
 }
 

@@ -48,7 +48,6 @@ fn a_job_failing_without_a_wrapper_is_not_retried() {
     assert_eq!(s.read("tries"), "try\n");
 }
 
-/// Jobs that record their pid, write a partial output, then hang.
 /// Three jobs that record their pid, write a partial output and a temporary as clang names them,
 /// then hang; and one that finishes at once (its output must survive a cancelled run: with
 /// --save-temps lld keeps it).
