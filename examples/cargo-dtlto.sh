@@ -5,6 +5,8 @@
 # cargo hides; DTLTO_BRIDGE_SUMMARY=1 makes each link print its summary line there.
 # Then `dtlto-bridge check -- cargo build --release` proves the links went through DTLTO.
 # DTLTO_BRIDGE names the distributor; it must be an absolute path (lld does not search PATH).
+# It overwrites, rather than extends, RUSTFLAGS, CC, CXX, AR, CFLAGS and CXXFLAGS: add your own
+# flags after sourcing it.
 bridge=${DTLTO_BRIDGE:-$(command -v dtlto-bridge)}
 case $bridge in
   /*) ;;

@@ -190,7 +190,7 @@ environment, which wins over the default. Examples:
 
   clang-22 -flto=thin -fuse-ld=lld-22 -fthinlto-distributor=$(command -v dtlto-bridge) \\
       -Xthinlto-distributor=--backend=make *.o -o prog
-  ld.lld-22 --thinlto-distributor=/usr/local/bin/dtlto-bridge \\
+  ld.lld-22 --thinlto-distributor=$(command -v dtlto-bridge) \\
       --thinlto-distributor-arg=--wrapper=distcc ...   # lld wants a path: it does not search PATH
   DTLTO_BRIDGE_WRAPPER=icecc make            # no change to link flags
   dtlto-bridge emit --format make prog.dist-file.json -o jobs.mk

@@ -2,9 +2,9 @@
 //! scheduler and the socket server the launchers talk to, where job slots come from (jobserver,
 //! host pool, `-j`), the launchers themselves, processes and signals, and the progress line.
 //!
-//! It knows processes, sockets, slots and the files of a run; it does not parse job files,
-//! render build files or decide what the user reads (report does), and it reaches a remote
-//! server only through `remote`.
+//! It knows processes, sockets, slots and the files of a run; it does not read or check job
+//! files, render build files or word what the user reads (`report` does), and it reaches a
+//! remote server only through `remote`.
 
 pub(crate) mod dir;
 pub(crate) mod launcher;
