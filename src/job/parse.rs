@@ -79,6 +79,28 @@ pub struct Job<'a> {
     pub imports: usize,
 }
 
+impl<'a> Job<'a> {
+    /// A current-schema job: the file's common words, then its own; its inputs as lld lists them
+    /// (module, shard, imports), the common inputs merged in; its imports counted before that.
+    fn current(
+        common: &Arc<[Str<'a>]>,
+        common_inputs: &[Str<'a>],
+        args: Vec<Str<'a>>,
+        inputs: Vec<Str<'a>>,
+        outputs: Vec<Str<'a>>,
+    ) -> Job<'a> {
+        Job {
+            command: Command {
+                common: common.clone(),
+                own: args,
+            },
+            imports: inputs.len().saturating_sub(2),
+            inputs: with_common(inputs, common_inputs),
+            outputs,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JobFile<'a> {
     pub schema: Schema,
@@ -214,16 +236,13 @@ fn parse_fast(text: &str) -> Option<JobFile<'_>> {
         if job.outputs.is_empty() || empty(&job.outputs) || empty(&job.inputs) {
             return None;
         }
-        let imports = job.inputs.len().saturating_sub(2);
-        jobs.push(Job {
-            command: Command {
-                common: common.clone(),
-                own: words(job.args),
-            },
-            inputs: with_common(words(job.inputs), &common_inputs),
-            outputs: words(job.outputs),
-            imports,
-        });
+        jobs.push(Job::current(
+            &common,
+            &common_inputs,
+            words(job.args),
+            words(job.inputs),
+            words(job.outputs),
+        ));
     }
     Some(JobFile {
         schema: Schema::Current,
@@ -276,21 +295,14 @@ impl Spec {
                 return err(format!("{at}[{k}]"), "is an empty path");
             }
         }
-        let owned =
-            |v: Vec<String>| -> Vec<Str<'static>> { v.into_iter().map(Cow::Owned).collect() };
-        let common: Arc<[Str]> = Arc::from(owned(self.common.args));
-        let common_inputs = owned(self.common.inputs);
+        let common: Arc<[Str]> = Arc::from(cows(self.common.args));
+        let common_inputs = cows(self.common.inputs);
         let jobs = self
             .jobs
             .into_iter()
-            .map(|job| Job {
-                command: Command {
-                    common: common.clone(),
-                    own: owned(job.args),
-                },
-                imports: job.inputs.len().saturating_sub(2),
-                inputs: with_common(owned(job.inputs), &common_inputs),
-                outputs: owned(job.outputs),
+            .map(|job| {
+                let (args, inputs, outputs) = (cows(job.args), cows(job.inputs), cows(job.outputs));
+                Job::current(&common, &common_inputs, args, inputs, outputs)
             })
             .collect();
         Ok(JobFile {
@@ -378,15 +390,13 @@ fn parse_current(
         let args = strings(field(job, "args", &at)?, &format!("{at}.args"))?;
         let inputs = paths(field(job, "inputs", &at)?, &format!("{at}.inputs"))?;
         let outputs = outputs(field(job, "outputs", &at)?, &format!("{at}.outputs"))?;
-        out.push(Job {
-            command: Command {
-                common: common.clone(),
-                own: cows(args),
-            },
-            imports: inputs.len().saturating_sub(2),
-            inputs: with_common(cows(inputs), &common_inputs),
-            outputs: cows(outputs),
-        });
+        out.push(Job::current(
+            &common,
+            &common_inputs,
+            cows(args),
+            cows(inputs),
+            cows(outputs),
+        ));
     }
     Ok(out)
 }
