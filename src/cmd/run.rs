@@ -111,19 +111,20 @@ pub fn run(args: &RunArgs, jobserver: jobserver::FromEnv, watch: &Watch) -> Resu
         .as_deref()
         .expect("clap requires the job file");
     // The directory first: failing to find it is the environment's fault, not the file's.
-    cwd()?;
-    run_file(args, parse_file(path)?, jobserver, watch)
+    let (dir, _) = cwd()?;
+    run_file(args, dir, parse_file(path)?, jobserver, watch)
 }
 
 /// Runs the jobs of `file`, which `args.job_file` holds (read from it, or built in memory and
-/// written there for `--keep` and `--save`).
+/// written there for `--keep` and `--save`), in the linker's directory `cwd`.
 pub fn run_file(
     args: &RunArgs,
+    cwd: PathBuf,
     file: JobFile<'static>,
     jobserver: jobserver::FromEnv,
     watch: &Watch,
 ) -> Result<(), Fail> {
-    let Some(mut prepared) = prepare(args, file, jobserver)? else {
+    let Some(mut prepared) = prepare(args, cwd, file, jobserver)? else {
         return Ok(());
     };
     let executed = execute(&mut prepared, watch)?;
@@ -133,6 +134,7 @@ pub fn run_file(
 
 fn prepare<'a>(
     args: &'a RunArgs,
+    cwd: PathBuf,
     file: JobFile<'static>,
     jobserver: jobserver::FromEnv,
 ) -> Result<Option<Prepared<'a>>, Fail> {
@@ -140,8 +142,7 @@ fn prepare<'a>(
         .job_file
         .as_deref()
         .expect("clap requires the job file");
-    let (cwd, cwd_text) = cwd()?;
-    check::check(&file, &cwd_text)
+    check::check(&file, &cwd.to_string_lossy())
         .map_err(|e| Fail::bad_input(format!("check job file {path}: {e}")))?;
     let wrapper = wrapper(&args.wrapper)?;
     let remote = args.remote.options().map_err(Fail::bad_input)?;
@@ -159,7 +160,7 @@ fn prepare<'a>(
     }
     dir::remove_dead(&std::env::temp_dir());
     let (history, cost) = costs(args, &file, &cwd, &inputs.bytes);
-    let (format, program, state) = write_build_file(args, &file, &wrapper, &cost)?;
+    let (format, program, state) = write_build_file(args, path, &file, &wrapper, &cost)?;
     let parallelism = std::thread::available_parallelism()
         .map(usize::from)
         .unwrap_or(1);
@@ -259,7 +260,6 @@ fn costs(
         // Earlier jobs cost more, so they go first.
         crate::cli::Order::File => (0..file.jobs.len()).map(|i| -(i as f64)).collect(),
     };
-
     (history, cost)
 }
 
@@ -267,14 +267,11 @@ fn costs(
 /// tool's program.
 fn write_build_file(
     args: &RunArgs,
+    path: &Utf8Path,
     file: &JobFile<'_>,
     wrapper: &[String],
     cost: &[f64],
 ) -> Result<(Format, PathBuf, StateDir), Fail> {
-    let path = args
-        .job_file
-        .as_deref()
-        .expect("clap requires the job file");
     let ninja = which::which(&args.tools.ninja);
     let ninja_asked = args.origins.given("ninja") && args.backend != Some(Format::Make);
     if let (Err(e), true) = (&ninja, ninja_asked) {
@@ -333,7 +330,6 @@ fn write_build_file(
             Err(e) => return Err(missing(args, "make", Some(e))),
         },
     };
-
     Ok((format, program, state))
 }
 

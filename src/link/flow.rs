@@ -252,7 +252,14 @@ pub(super) fn flow(
     let file = spec
         .into_file()
         .map_err(|e| Fail::bad_input(format!("parse job file {job_file}: {e}")))?;
-    crate::cmd::run::run_file(&run, file, jobserver, watch).map_err(|fail| Fail {
+    crate::cmd::run::run_file(
+        &run,
+        cwd.as_std_path().to_path_buf(),
+        file,
+        jobserver,
+        watch,
+    )
+    .map_err(|fail| Fail {
         code: fail.code,
         message: format!(
             "{}\nlink: the backend jobs failed; the final link did not run",
