@@ -13,9 +13,10 @@ const FORGET: Duration = Duration::from_secs(24 * 3600);
 
 /// What names the build this process belongs to.
 fn build_key() -> Vec<u8> {
-    use rustix::process::{getpgrp, getsid};
-    let sid = getsid(None).map_or(-1, |p| p.as_raw_nonzero().get());
-    let pgrp = getpgrp().as_raw_nonzero().get();
+    // Raw calls on purpose: in a PID namespace (a container whose session leader lives outside
+    // it) both can be 0, which rustix's `Pid` refuses with a panic.
+    // SAFETY: getsid and getpgrp take no pointers and cannot fail for the calling process.
+    let (sid, pgrp) = unsafe { (libc::getsid(0), libc::getpgrp()) };
     let mut key = format!("{sid} {pgrp}").into_bytes();
     for var in ["MAKEFLAGS", "CARGO_MAKEFLAGS", "MFLAGS"] {
         key.push(0);
