@@ -162,6 +162,10 @@ fn wrapper_line(words: &[String]) -> Line {
                 }
             }
             (Ok(_), Some(local)) => local,
+            (Ok(path), None) if path.file_name().is_some_and(|n| n == "ccache") => {
+                let v = output(&path, &["--version"]).and_then(|t| version(&t));
+                crate::job::wrapper::ccache(v.as_deref().map(|v| (major_minor(v), v)))
+            }
             (Ok(path), None) => format!(
                 "{}: dtlto-bridge does not know what it does with a backend job; a job it fails \
                  is run again locally",

@@ -1,7 +1,8 @@
 //! Wrapper: what known job wrappers (distcc, icecc, ccache, ...) do with a ThinLTO backend job,
 //! and the placeholders `{inputs}` and `{outputs}` that give a wrapper a job's explicit lists.
 //!
-//! It knows the measured behaviour of stock distcc 3.4 and icecream 1.4; it does not run them.
+//! It knows the measured behaviour of stock distcc 3.4 and icecream 1.4 and what ccache's
+//! release notes say; it does not run them.
 
 use std::path::Path;
 
@@ -24,6 +25,29 @@ pub fn known_local(wrapper: &[String]) -> Option<String> {
              drop the wrapper"
         )),
         _ => None,
+    }
+}
+
+/// What ccache does with a backend job, given the version its `--version` printed (major,
+/// minor) and as printed; it knows the release notes (backend jobs cached from 4.13 on), not the
+/// hit rate, which dtlto-bridge has not measured.
+pub fn ccache(version: Option<((u32, u32), &str)>) -> String {
+    let shown = version.map_or("(version unknown)".to_string(), |(_, v)| v.to_string());
+    match version {
+        Some((v, _)) if v >= (4, 13) => format!(
+            "ccache {shown} caches ThinLTO backend jobs (from 4.13 on), but its key includes the \
+             index shard's path, which holds lld's process id, so a relink may miss; \
+             dtlto-bridge has not measured its hit rate"
+        ),
+        Some(_) => format!(
+            "ccache {shown} never caches ThinLTO backend jobs (-fthinlto-index= compiles are \
+             cached from ccache 4.13 on): each job runs here as it would without it, plus \
+             ccache's start-up"
+        ),
+        None => format!(
+            "ccache {shown}: before 4.13 ccache never caches ThinLTO backend jobs \
+             (-fthinlto-index= compiles)"
+        ),
     }
 }
 
@@ -77,6 +101,26 @@ pub fn placeholder_problem<S: AsRef<str>>(wrapper: &[String], paths: &[S]) -> Op
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ccache_is_described_by_its_version() {
+        for (version, want) in [
+            (Some(((4, 7), "4.7.5")), "ccache 4.7.5 never caches"),
+            (Some(((4, 12), "4.12.1")), "ccache 4.12.1 never caches"),
+            (
+                Some(((4, 13), "4.13")),
+                "ccache 4.13 caches ThinLTO backend jobs",
+            ),
+            (
+                Some(((5, 0), "5.0")),
+                "ccache 5.0 caches ThinLTO backend jobs",
+            ),
+            (None, "ccache (version unknown): before 4.13"),
+        ] {
+            let text = ccache(version);
+            assert!(text.starts_with(want), "{version:?}: {text}");
+        }
+    }
 
     #[test]
     fn placeholders_become_comma_separated_lists() {

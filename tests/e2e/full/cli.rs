@@ -1,5 +1,5 @@
 //! The binary where it meets the toolchain: `doctor` (which asks clang-22 and ld.lld-22, and
-//! the wrapper distcc), and bad options passed by a real link.
+//! the wrappers distcc and ccache), and bad options passed by a real link.
 
 use crate::space::{run, sh_jobs as jobs, stderr, Space, BRIDGE};
 use std::path::Path;
@@ -21,6 +21,13 @@ fn doctor_reports_tools_jobserver_and_wrapper() {
     ] {
         assert!(text.contains(want), "doctor lacks {want:?}:\n{text}");
     }
+    // Debian bookworm's ccache is 4.7.5, which predates ThinLTO backend caching.
+    let out = s.ok(&mut s.bridge(&["doctor", "--wrapper", "ccache"]));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("wrapper:   ccache 4.7.5 never caches ThinLTO backend jobs"),
+        "{text}"
+    );
 
     let out = run(
         &s,
