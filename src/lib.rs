@@ -27,6 +27,8 @@ pub fn main() -> i32 {
         Some(Command::Job(args)) => exec::launcher::main(&args.state_dir, args.index),
         Some(Command::Emit(args)) => code(cmd::emit::emit(args)),
         Some(Command::Doctor(args)) => code(cmd::doctor::doctor(args)),
+        Some(Command::Completions { shell }) => code(cmd::manual::completions(shell)),
+        Some(Command::Man) => code(cmd::manual::man()),
         Some(Command::Check(args)) => code(cmd::check::check(args)),
         Some(Command::Rexec(args)) => match cmd::rexec::rexec(args) {
             Ok(code) => code,
