@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tonic::metadata::{AsciiMetadataKey, AsciiMetadataValue};
 use tonic::service::interceptor::InterceptedService;
-use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 
 /// Where the server is and how to speak to it.
 #[derive(Debug, Clone)]
@@ -27,8 +27,18 @@ pub struct Target {
     pub instance: String,
     /// Sent with every call (API keys).
     pub headers: Vec<(String, String)>,
-    /// A PEM file of the authorities that sign the server's certificate, instead of the system's.
-    pub ca: Option<std::path::PathBuf>,
+    /// TLS settings (grpcs:// only).
+    pub tls: Tls,
+}
+
+/// What a grpcs:// connection presents and trusts beyond the defaults, as PEM text read by the
+/// caller (so its errors can name the option the file came from).
+#[derive(Debug, Clone, Default)]
+pub struct Tls {
+    /// The authorities that sign the server's certificate, instead of the system's.
+    pub ca: Option<Vec<u8>>,
+    /// This client's certificate and private key, for servers that require mutual TLS.
+    pub identity: Option<(Vec<u8>, Vec<u8>)>,
 }
 
 /// Adds the user's headers to every call.
@@ -96,16 +106,16 @@ fn endpoint(target: &Target) -> Result<Endpoint, String> {
         .connect_timeout(Duration::from_secs(5))
         .http2_keep_alive_interval(Duration::from_secs(30))
         .keep_alive_timeout(Duration::from_secs(20));
+    let settings = &target.tls;
     if tls {
         let mut config = ClientTlsConfig::new();
-        config = match &target.ca {
-            Some(path) => {
-                let pem = std::fs::read(path)
-                    .map_err(|e| format!("read the CA file {}: {e}", path.display()))?;
-                config.ca_certificate(Certificate::from_pem(pem))
-            }
+        config = match &settings.ca {
+            Some(pem) => config.ca_certificate(Certificate::from_pem(pem)),
             None => config.with_native_roots(),
         };
+        if let Some((cert, key)) = &settings.identity {
+            config = config.identity(Identity::from_pem(cert, key));
+        }
         e = e.tls_config(config).map_err(|e| format!("{url:?}: {e}"))?;
     }
     Ok(e)
@@ -123,7 +133,8 @@ fn headers(target: &Target) -> Result<Headers, String> {
     Ok(Headers(Arc::new(out)))
 }
 
-/// A gRPC status as one line: "UNAVAILABLE: connection refused".
+/// A gRPC status as one line, with the transport's cause when there is one: "UNAVAILABLE:
+/// connection refused", "CANCELLED: operation was canceled: received fatal alert: ...".
 pub fn describe(s: &tonic::Status) -> String {
     let code = format!("{:?}", s.code());
     let mut name = String::new();
@@ -134,11 +145,18 @@ pub fn describe(s: &tonic::Status) -> String {
         name.push(c.to_ascii_uppercase());
     }
     let message = s.message().lines().next().unwrap_or("");
-    if message.is_empty() {
+    let mut line = if message.is_empty() {
         name
     } else {
         format!("{name}: {message}")
+    };
+    if let Some(cause) = std::error::Error::source(s) {
+        let cause = error_chain(cause);
+        if !line.contains(&cause) {
+            line = format!("{line}: {cause}");
+        }
     }
+    line
 }
 
 /// Whether a failed call is worth trying again.
@@ -182,7 +200,22 @@ impl Client {
             caps: CapabilitiesClient::new(wrap()),
             max_batch: 0,
         };
-        let caps = client.capabilities().await?;
+        let tls_without_identity = target.tls.identity.is_none()
+            && ["grpcs://", "https://"]
+                .iter()
+                .any(|p| target.url.starts_with(p));
+        let caps = client.capabilities().await.map_err(|e| {
+            // A server that requires a client certificate just closes the connection, which
+            // clients see as a transport error or a cancelled call.
+            if tls_without_identity {
+                format!(
+                    "{e} (if the server requires client certificates, mutual TLS, give \
+                     --remote-client-cert and --remote-client-key)"
+                )
+            } else {
+                e
+            }
+        })?;
         client.max_batch = caps.max_batch;
         Ok((client, caps))
     }
@@ -552,7 +585,7 @@ mod tests {
             url: url.into(),
             instance: String::new(),
             headers: vec![],
-            ca: None,
+            tls: Tls::default(),
         };
         assert_eq!(
             endpoint(&t("grpc://farm:8980")).unwrap().uri().to_string(),
@@ -577,7 +610,7 @@ mod tests {
             url: String::new(),
             instance: String::new(),
             headers: vec![("x-api-key".into(), "secret\n".into())],
-            ca: None,
+            tls: Tls::default(),
         };
         assert!(headers(&t).is_err());
     }

@@ -12,3 +12,4 @@ mod recipes;
 mod record;
 mod remote;
 mod scheduler;
+mod tls;

@@ -20,22 +20,34 @@ fn pytools() -> PathBuf {
 }
 
 /// A BuildGrid server and its workers, stopped (by PID) when dropped.
-struct Farm {
-    dir: tempfile::TempDir,
+pub struct Farm {
+    pub dir: tempfile::TempDir,
     server: Child,
     workers: Vec<Child>,
 }
 
 impl Farm {
     /// A server with `workers` workers, each started with `worker_args`.
-    fn start(workers: usize, worker_args: &[&str]) -> Farm {
+    pub fn start(workers: usize, worker_args: &[&str]) -> Farm {
         let dir = tempfile::Builder::new().prefix("farm").tempdir().unwrap();
+        Farm::start_in(dir, "", workers, worker_args)
+    }
+
+    /// A server in `dir` that also listens on `channel` (YAML for one more `!channel` of
+    /// its `server:` list, such as a TLS port), with `workers` workers on the Unix socket.
+    pub fn start_in(
+        dir: tempfile::TempDir,
+        channel: &str,
+        workers: usize,
+        worker_args: &[&str],
+    ) -> Farm {
         let socket = dir.path().join("bgd.sock");
         let config = fs::read_to_string(
             Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/remote/buildgrid.yml"),
         )
         .unwrap()
-        .replace("${SOCKET}", socket.to_str().unwrap());
+        .replace("${SOCKET}", socket.to_str().unwrap())
+        .replace("\nauthorization:", &format!("{channel}\nauthorization:"));
         let config_path = dir.path().join("buildgrid.yml");
         fs::write(&config_path, config).unwrap();
         let tmp = dir.path().join("tmp");
@@ -94,7 +106,7 @@ impl Farm {
         format!("unix:{}", self.socket().display())
     }
 
-    fn log_path(&self) -> PathBuf {
+    pub fn log_path(&self) -> PathBuf {
         self.dir.path().join("worker.jsonl")
     }
 
@@ -108,7 +120,7 @@ impl Farm {
     }
 
     /// Actions the workers ran to their end.
-    fn executed(&self) -> Vec<Value> {
+    pub fn executed(&self) -> Vec<Value> {
         self.log()
             .into_iter()
             .filter(|e| e.get("exit_code").is_some())
