@@ -163,6 +163,8 @@ fn explain(e: &clap::Error) -> String {
                 .unwrap_or_default();
             format!("unknown option {arg}{hint}{by_linker}")
         }
+        // --remote-client-cert without --remote-client-key, and the like.
+        ErrorKind::MissingRequiredArgument => format!("missing {arg}{by_linker}"),
         _ => {
             let rendered = e.to_string();
             let first = rendered
@@ -175,14 +177,17 @@ fn explain(e: &clap::Error) -> String {
     }
 }
 
-const ABOUT: &str = "\
+const ABOUT: &str = "A distributor for LLVM's Integrated Distributed ThinLTO (DTLTO).";
+
+const LONG_ABOUT: &str = "\
 A distributor for LLVM's Integrated Distributed ThinLTO (DTLTO).
 
 The linker (clang-22 -fthinlto-distributor=, ld.lld-22 --thinlto-distributor=) runs
 `dtlto-bridge [OPTIONS] JOBS.json` in its working directory. dtlto-bridge writes the jobs as a
 build.ninja or Makefile with exact dependencies (module, index shard, imports) into a private
 temporary directory, runs ninja or make there from the linker's directory, optionally through a
-wrapper such as distcc or icecc, and checks that every job wrote a non-empty output.";
+wrapper (a remote launcher, or --remote for a Remote Execution API server), and checks that
+every job wrote a non-empty output.";
 
 const AFTER: &str = "\
 Every option can also be set in the environment; a flag given on the command line wins over the
@@ -191,8 +196,8 @@ environment, which wins over the default. Examples:
   clang-22 -flto=thin -fuse-ld=lld-22 -fthinlto-distributor=$(command -v dtlto-bridge) \\
       -Xthinlto-distributor=--backend=make *.o -o prog
   ld.lld-22 --thinlto-distributor=$(command -v dtlto-bridge) \\
-      --thinlto-distributor-arg=--wrapper=distcc ...   # lld wants a path: it does not search PATH
-  DTLTO_BRIDGE_WRAPPER=icecc make            # no change to link flags
+      --thinlto-distributor-arg=--remote=grpc://farm:8980 ...   # lld does not search PATH
+  DTLTO_BRIDGE_JOBS=8 make                   # no change to link flags
   dtlto-bridge emit --format make prog.dist-file.json -o jobs.mk
 
 A job that fails through the wrapper is run again once locally (--no-fallback turns that off).
@@ -207,6 +212,7 @@ temporary directory); 128+N stopped by signal N.";
     name = "dtlto-bridge",
     version,
     about = ABOUT,
+    long_about = LONG_ABOUT,
     after_help = AFTER,
     args_conflicts_with_subcommands = true,
     subcommand_negates_reqs = true
@@ -246,6 +252,15 @@ pub enum Command {
     ///
     /// dtlto-bridge link [OPTIONS] -- clang-19 -O2 -flto=thin -fuse-ld=lld-19 main.o libx.a -o prog
     Link(Box<LinkArgs>),
+    /// Print a shell completion script, e.g. `dtlto-bridge completions bash >
+    /// ~/.local/share/bash-completion/completions/dtlto-bridge`.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff), e.g. `dtlto-bridge man > dtlto-bridge.1; man
+    /// ./dtlto-bridge.1`.
+    Man,
     /// Run one job and record its outcome (used inside generated build files).
     #[command(name = "__job", hide = true)]
     Job(JobArgs),
@@ -281,7 +296,7 @@ pub struct RunArgs {
 
     /// Where to remember each module's job duration between links, to start the longest first
     /// [default: $XDG_CACHE_HOME/dtlto-bridge, else ~/.cache/dtlto-bridge].
-    #[arg(long, value_name = "DIR", env = "DTLTO_BRIDGE_HISTORY")]
+    #[arg(long, value_name = "DIR", env = "DTLTO_BRIDGE_HISTORY", value_parser = user_path)]
     pub history: Option<Utf8PathBuf>,
 
     /// Neither use nor update the remembered durations (order by input bytes alone).
@@ -295,7 +310,7 @@ pub struct RunArgs {
 
     /// Where the host-wide pool's per-user directory (dtlto-bridge-pool-UID) goes
     /// [default: $XDG_RUNTIME_DIR, else TMPDIR].
-    #[arg(long, value_name = "DIR", env = "DTLTO_BRIDGE_HOST_POOL")]
+    #[arg(long, value_name = "DIR", env = "DTLTO_BRIDGE_HOST_POOL", value_parser = user_path)]
     pub host_pool: Option<Utf8PathBuf>,
 
     /// Do not re-run a job locally, without the wrapper, when it fails through the wrapper or
@@ -312,11 +327,11 @@ pub struct RunArgs {
     pub summary: bool,
 
     /// Write a JSON report of every job (command, times, exit status, where it ran) to FILE.
-    #[arg(long, value_name = "FILE", env = "DTLTO_BRIDGE_REPORT")]
+    #[arg(long, value_name = "FILE", env = "DTLTO_BRIDGE_REPORT", value_parser = user_path)]
     pub report: Option<Utf8PathBuf>,
 
     /// Write a Chrome trace-event timeline of the jobs (one lane per slot) to FILE.
-    #[arg(long, value_name = "FILE", env = "DTLTO_BRIDGE_TRACE")]
+    #[arg(long, value_name = "FILE", env = "DTLTO_BRIDGE_TRACE", value_parser = user_path)]
     pub trace: Option<Utf8PathBuf>,
 
     /// Keep the temporary directory (build file, logs) and print where it is.
@@ -326,12 +341,12 @@ pub struct RunArgs {
     /// Save the job file and every input of its jobs (hard links where possible) in a new
     /// directory under DIR, laid out as around the linker's directory, so that the jobs can run
     /// again after the link (lld removes its index shards and extracted archive members).
-    #[arg(long, value_name = "DIR", env = "DTLTO_BRIDGE_SAVE")]
+    #[arg(long, value_name = "DIR", env = "DTLTO_BRIDGE_SAVE", value_parser = user_path)]
     pub save: Option<Utf8PathBuf>,
 
     /// Append one line of JSON per link to FILE (what it linked, its jobs, where they ran), so
     /// that a build can show which links went through dtlto-bridge (see `check`).
-    #[arg(long, value_name = "FILE", env = "DTLTO_BRIDGE_LOG")]
+    #[arg(long, value_name = "FILE", env = "DTLTO_BRIDGE_LOG", value_parser = user_path)]
     pub log: Option<Utf8PathBuf>,
 
     #[command(flatten)]
@@ -400,7 +415,7 @@ pub struct DoctorArgs {
     pub host_slots: Option<usize>,
 
     /// Where the host-wide pool's directory goes.
-    #[arg(long, value_name = "DIR", env = "DTLTO_BRIDGE_HOST_POOL")]
+    #[arg(long, value_name = "DIR", env = "DTLTO_BRIDGE_HOST_POOL", value_parser = user_path)]
     pub host_pool: Option<Utf8PathBuf>,
 
     #[command(flatten)]
@@ -437,7 +452,7 @@ pub struct RemoteArgs {
     pub remote_header: Vec<(String, String)>,
 
     /// Read headers from FILE, one NAME=VALUE a line (keeps keys out of `ps` and build logs).
-    #[arg(long, value_name = "FILE", env = "DTLTO_BRIDGE_REMOTE_HEADER_FILE")]
+    #[arg(long, value_name = "FILE", env = "DTLTO_BRIDGE_REMOTE_HEADER_FILE", value_parser = user_path)]
     pub remote_header_file: Option<Utf8PathBuf>,
 
     /// A platform property the workers must have (OSFamily=linux, container-image=...);
@@ -455,12 +470,37 @@ pub struct RemoteArgs {
 
     /// A PEM file of the authorities that sign the server's certificate (grpcs://), instead of
     /// the system's.
-    #[arg(long, value_name = "FILE", env = "DTLTO_BRIDGE_REMOTE_CA")]
+    #[arg(long, value_name = "FILE", env = "DTLTO_BRIDGE_REMOTE_CA", value_parser = user_path)]
     pub remote_ca: Option<Utf8PathBuf>,
+
+    /// A PEM file of this client's certificate, for servers that require mutual TLS (grpcs://);
+    /// needs --remote-client-key.
+    #[arg(long, value_name = "FILE", env = "DTLTO_BRIDGE_REMOTE_CLIENT_CERT", value_parser = user_path, requires = "remote_client_key")]
+    pub remote_client_cert: Option<Utf8PathBuf>,
+
+    /// A PEM file of the private key of --remote-client-cert.
+    #[arg(long, value_name = "FILE", env = "DTLTO_BRIDGE_REMOTE_CLIENT_KEY", value_parser = user_path, requires = "remote_client_cert")]
+    pub remote_client_key: Option<Utf8PathBuf>,
 
     /// The workers mount the input root at / : jobs with absolute paths may run remotely too.
     #[arg(long, env = "DTLTO_BRIDGE_REMOTE_ABSOLUTE_PATHS", value_parser = clap::builder::BoolishValueParser::new())]
     pub remote_absolute_paths: bool,
+}
+
+/// A path the user typed, with a leading `~` or `~/` replaced by the home directory: no shell
+/// expands `~` inside `-Xthinlto-distributor=--save=~/dtlto` or in a quoted variable.
+/// `~user` is left alone, and so is every other character.
+fn user_path(text: &str) -> Result<Utf8PathBuf, String> {
+    let rest = match text.strip_prefix('~') {
+        Some(rest) if rest.is_empty() || rest.starts_with('/') => rest,
+        _ => return Ok(text.into()),
+    };
+    let home = std::env::home_dir()
+        .filter(|h| !h.as_os_str().is_empty())
+        .ok_or_else(|| format!("expand ~ in {text:?}: no home directory (HOME is not set)"))?;
+    let home = Utf8PathBuf::from_path_buf(home)
+        .map_err(|h| format!("expand ~ in {text:?}: the home directory {h:?} is not UTF-8"))?;
+    Ok(format!("{home}{rest}").into())
 }
 
 /// NAME=VALUE, NAME not empty.
@@ -481,7 +521,7 @@ impl RemoteArgs {
         let mut headers = self.remote_header.clone();
         if let Some(path) = &self.remote_header_file {
             let text = std::fs::read_to_string(path)
-                .map_err(|e| format!("read the header file {path}: {e}"))?;
+                .map_err(|e| format!("read --remote-header-file {path}: {e}"))?;
             for (n, line) in text.lines().enumerate() {
                 let line = line.trim();
                 if line.is_empty() || line.starts_with('#') {
@@ -495,7 +535,7 @@ impl RemoteArgs {
                 url: url.clone(),
                 instance: self.remote_instance.clone(),
                 headers,
-                ca: self.remote_ca.clone().map(Into::into),
+                tls: self.tls()?,
             },
             jobs: self.remote_jobs as usize,
             cache: !self.remote_no_cache,
@@ -505,9 +545,47 @@ impl RemoteArgs {
     }
 }
 
+impl RemoteArgs {
+    /// The TLS files, read; an error names the option a file came from.
+    fn tls(&self) -> Result<crate::remote::reapi::Tls, String> {
+        let read = |option: &str, path: &Option<Utf8PathBuf>| -> Result<Option<Vec<u8>>, String> {
+            let Some(path) = path else {
+                return Ok(None);
+            };
+            let pem = std::fs::read(path).map_err(|e| format!("read {option} {path}: {e}"))?;
+            if !pem.windows(11).any(|w| w == b"-----BEGIN ") {
+                return Err(format!(
+                    "read {option} {path}: not a PEM file (no -----BEGIN line)"
+                ));
+            }
+            Ok(Some(pem))
+        };
+        let url = self.remote.as_deref().unwrap_or_default();
+        if !(url.starts_with("grpcs://") || url.starts_with("https://")) {
+            let given = [
+                ("--remote-ca", &self.remote_ca),
+                ("--remote-client-cert", &self.remote_client_cert),
+            ];
+            if let Some((option, _)) = given.iter().find(|(_, path)| path.is_some()) {
+                return Err(format!(
+                    "{option} needs a TLS server: --remote {url} is not grpcs://HOST:PORT"
+                ));
+            }
+        }
+        let cert = read("--remote-client-cert", &self.remote_client_cert)?;
+        let key = read("--remote-client-key", &self.remote_client_key)?;
+        Ok(crate::remote::reapi::Tls {
+            ca: read("--remote-ca", &self.remote_ca)?,
+            identity: cert.zip(key),
+        })
+    }
+}
+
 #[derive(Debug, Args, Clone)]
 pub struct WrapperArg {
-    /// Prefix for every job's command, split like a shell would: "distcc", "icecc", "ccache".
+    /// Prefix for every job's command, split like a shell would, such as a remote launcher
+    /// ("rewrapper --inputs={inputs} --output_files={outputs} --"); distcc, icecc and ccache run
+    /// ThinLTO backend jobs on this machine.
     #[arg(
         long,
         value_name = "COMMAND",
@@ -571,7 +649,7 @@ pub struct LinkArgs {
     /// Run only the thin link, and write the whole flow (thin link, backend jobs, final link)
     /// to FILE as a build.ninja, or a Makefile with --backend make, with its files in
     /// FILE.dtlto/; `ninja -f FILE` or `make -f FILE` then does the link.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", value_parser = user_path)]
     pub emit: Option<Utf8PathBuf>,
 
     /// With --emit: write FILE again only if one of its archives changed since it was written
@@ -581,7 +659,7 @@ pub struct LinkArgs {
 
     /// Keep the final native objects in DIR, named after their modules (an archive's members
     /// under ARCHIVE.d/).
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", value_parser = user_path)]
     pub keep_objects: Option<Utf8PathBuf>,
 
     /// The link command, after `--`: a clang link with -flto=thin and -fuse-ld=lld, or lld itself
@@ -626,4 +704,26 @@ pub struct JobArgs {
     pub state_dir: Utf8PathBuf,
     /// The job's index in the job file.
     pub index: usize,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::user_path;
+
+    #[test]
+    fn a_leading_tilde_is_the_home_directory_and_nothing_else_changes() {
+        let home = std::env::home_dir().unwrap();
+        let home = home.to_str().unwrap();
+        for (typed, want) in [
+            ("~", home.to_string()),
+            ("~/keys/farm.headers", format!("{home}/keys/farm.headers")),
+            ("~/", format!("{home}/")),
+            ("~alice/keys", "~alice/keys".to_string()),
+            ("keys/~/x", "keys/~/x".to_string()),
+            ("/etc/~", "/etc/~".to_string()),
+            ("$HOME/x", "$HOME/x".to_string()),
+        ] {
+            assert_eq!(user_path(typed).unwrap().as_str(), want, "{typed}");
+        }
+    }
 }

@@ -29,6 +29,52 @@ fn help_and_version() {
     );
 }
 
+/// The man page and the completion scripts come from the same definition as --help.
+#[test]
+fn a_manual_page_and_completion_scripts_are_generated() {
+    let s = Space::new();
+    let man = String::from_utf8(s.ok(&mut s.bridge(&["man"])).stdout).unwrap();
+    assert!(man.contains(".TH dtlto-bridge 1"), "{man}");
+    for text in [
+        ".SH SUBCOMMANDS",
+        "remote\\-client\\-cert",
+        "DTLTO_BRIDGE_REMOTE_CLIENT_CERT",
+    ] {
+        assert!(man.contains(text), "the page lacks {text}:\n{man}");
+    }
+    let bash = s.ok(&mut s.bridge(&["completions", "bash"])).stdout;
+    s.write("completion.bash", std::str::from_utf8(&bash).unwrap());
+    // bash loads the script and then knows how to complete the command.
+    let out = s.ok(&mut s.command(
+        "bash",
+        &["-c", ". ./completion.bash && complete -p dtlto-bridge"],
+    ));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("dtlto-bridge"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(String::from_utf8_lossy(&bash).contains("--remote-client-key"));
+    let out = run(&s, &["completions", "tcsh"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+}
+
+/// A leading `~` in a file option is the home directory, since no shell expands it inside
+/// -Xthinlto-distributor= (here: `--report=~/...` with HOME set for the run).
+#[test]
+fn a_leading_tilde_in_a_file_option_is_the_home_directory() {
+    let s = Space::new();
+    let home = s.tmp.with_file_name("home");
+    std::fs::create_dir(&home).unwrap();
+    s.write("j.json", &jobs(&[("echo x > o1", &[], &["o1"])]));
+    let mut cmd = s.bridge(&["--backend=make", "--report=~/links/report.json", "j.json"]);
+    std::fs::create_dir(home.join("links")).unwrap();
+    cmd.env("HOME", &home);
+    s.ok(&mut cmd);
+    let report = std::fs::read_to_string(home.join("links/report.json")).unwrap();
+    assert!(report.contains("\"jobs\""), "{report}");
+}
+
 #[test]
 fn malformed_job_files_are_rejected_with_their_location() {
     let s = Space::new();
