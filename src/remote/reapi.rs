@@ -113,10 +113,21 @@ fn endpoint(target: &Target) -> Result<Endpoint, String> {
             Some(pem) => config.ca_certificate(Certificate::from_pem(pem)),
             None => config.with_native_roots(),
         };
+        let identity = settings.identity.is_some();
         if let Some((cert, key)) = &settings.identity {
             config = config.identity(Identity::from_pem(cert, key));
         }
-        e = e.tls_config(config).map_err(|e| format!("{url:?}: {e}"))?;
+        e = e.tls_config(config).map_err(|e| {
+            let cause = error_chain(&e);
+            if identity {
+                format!(
+                    "use the client certificate and key (--remote-client-cert, \
+                     --remote-client-key): {cause}"
+                )
+            } else {
+                format!("set up TLS for {url:?}: {cause}")
+            }
+        })?;
     }
     Ok(e)
 }
@@ -131,6 +142,24 @@ fn headers(target: &Target) -> Result<Headers, String> {
         out.push((key, value));
     }
     Ok(Headers(Arc::new(out)))
+}
+
+/// `error`, with a hint when it looks like a server that wants a client certificate and got
+/// none: such a server ends the handshake with an alert (TLS 1.2: HandshakeFailure; TLS 1.3:
+/// CertificateRequired) or, as grpc-core does, closes the connection without one.
+fn with_tls_hint(target: &Target, error: String) -> String {
+    let tls = ["grpcs://", "https://"]
+        .iter()
+        .any(|p| target.url.starts_with(p));
+    let signs = ["CertificateRequired", "HandshakeFailure", "close_notify"];
+    if tls && target.tls.identity.is_none() && signs.iter().any(|s| error.contains(s)) {
+        format!(
+            "{error} (if the server requires client certificates, mutual TLS, give \
+             --remote-client-cert and --remote-client-key)"
+        )
+    } else {
+        error
+    }
 }
 
 /// A gRPC status as one line, with the transport's cause when there is one: "UNAVAILABLE:
@@ -152,7 +181,13 @@ pub fn describe(s: &tonic::Status) -> String {
     };
     if let Some(cause) = std::error::Error::source(s) {
         let cause = error_chain(cause);
-        if !line.contains(&cause) {
+        if cause.starts_with(message) {
+            // "transport error" and a cause that says it again.
+            line = format!(
+                "{}: {cause}",
+                line.strip_suffix(&format!(": {message}")).unwrap_or(&line)
+            );
+        } else if !line.contains(&cause) {
             line = format!("{line}: {cause}");
         }
     }
@@ -182,10 +217,12 @@ pub enum Executed {
 impl Client {
     /// Connects and asks for the capabilities.
     pub async fn connect(target: &Target) -> Result<(Client, Capabilities), String> {
-        let channel = endpoint(target)?
-            .connect()
-            .await
-            .map_err(|e| format!("connect to {}: {}", target.url, error_chain(&e)))?;
+        let channel = endpoint(target)?.connect().await.map_err(|e| {
+            with_tls_hint(
+                target,
+                format!("connect to {}: {}", target.url, error_chain(&e)),
+            )
+        })?;
         let h = headers(target)?;
         let wrap = || InterceptedService::new(channel.clone(), h.clone());
         let mut client = Client {
@@ -200,22 +237,10 @@ impl Client {
             caps: CapabilitiesClient::new(wrap()),
             max_batch: 0,
         };
-        let tls_without_identity = target.tls.identity.is_none()
-            && ["grpcs://", "https://"]
-                .iter()
-                .any(|p| target.url.starts_with(p));
-        let caps = client.capabilities().await.map_err(|e| {
-            // A server that requires a client certificate just closes the connection, which
-            // clients see as a transport error or a cancelled call.
-            if tls_without_identity {
-                format!(
-                    "{e} (if the server requires client certificates, mutual TLS, give \
-                     --remote-client-cert and --remote-client-key)"
-                )
-            } else {
-                e
-            }
-        })?;
+        let caps = client
+            .capabilities()
+            .await
+            .map_err(|e| with_tls_hint(target, e))?;
         client.max_batch = caps.max_batch;
         Ok((client, caps))
     }

@@ -54,7 +54,18 @@ fn a_manual_page_and_completion_scripts_are_generated() {
         "{}",
         stderr(&out)
     );
-    assert!(String::from_utf8_lossy(&bash).contains("--remote-client-key"));
+    let bash = String::from_utf8_lossy(&bash);
+    assert!(bash.contains("--remote-client-key"));
+    // The launcher's internal command is no part of the definition.
+    assert!(!bash.contains("__job"));
+    assert!(!man.contains("__job"));
+    // Every page, into a directory: one per subcommand, as the main page's SEE ALSO names them.
+    let pages = s.tmp.with_file_name("man1");
+    std::fs::create_dir(&pages).unwrap();
+    s.ok(&mut s.bridge(&["man", "--dir", pages.to_str().unwrap()]));
+    let doctor = std::fs::read_to_string(pages.join("dtlto-bridge-doctor.1")).unwrap();
+    assert!(doctor.contains("remote\\-client\\-cert"), "{doctor}");
+    assert!(man.contains("dtlto\\-bridge\\-doctor(1)"), "{man}");
     let out = run(&s, &["completions", "tcsh"]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
 }

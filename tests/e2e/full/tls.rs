@@ -246,6 +246,22 @@ fn mutual_tls_runs_jobs_remotely_and_a_missing_client_certificate_is_named() {
         "{}",
         stderr(&out)
     );
+    // A certificate with another's key: named, with rustls's cause.
+    let mut mismatch = s.bridge(&["doctor"]);
+    mismatch.args(tls(false)).args([
+        "--remote-client-cert=~/client.pem",
+        "--remote-client-key=~/server.key",
+    ]);
+    mismatch.env("HOME", &certs);
+    let out = mismatch.output().unwrap();
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(
+            "use the client certificate and key (--remote-client-cert, --remote-client-key): "
+        ),
+        "{text}"
+    );
     let mut plain = s.bridge(&[
         "doctor",
         "--remote=grpc://127.0.0.1:1",
@@ -255,9 +271,10 @@ fn mutual_tls_runs_jobs_remotely_and_a_missing_client_certificate_is_named() {
     let out = plain.output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(
-        stderr(&out).contains(
-            "--remote-ca needs a TLS server: --remote grpc://127.0.0.1:1 is not grpcs://HOST:PORT"
-        ),
+        stderr(&out).contains(&format!(
+            "use --remote-ca {}: --remote grpc://127.0.0.1:1 is not a TLS server",
+            certs.join("ca.pem").display()
+        )),
         "{}",
         stderr(&out)
     );
