@@ -131,6 +131,9 @@ pub struct RemoteInfo {
     pub execute_seconds: f64,
     /// Seconds fetching and writing the outputs.
     pub download_seconds: f64,
+    /// How the action names the job's files: "content" (the same action in every link and
+    /// checkout), or "names: " and why it could not be keyed by content.
+    pub key: String,
 }
 
 /// What the remote path did for the whole link.

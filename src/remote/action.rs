@@ -1,11 +1,16 @@
 //! Action: one backend job as a Remote Execution API Action — its Command, its input root (a
 //! Merkle tree of exactly the job's inputs) and the names its outputs come back under.
 //!
-//! It knows where the input root goes (the deepest directory holding the linker's directory and
-//! every input and output), which jobs cannot run remotely (absolute paths), and how lld's
-//! per-link names (the pid in a job's own shard and object) become canonical inside the action
-//! so that relinks hit the action cache. It does not read files (digests are given to it) or talk
-//! to any server.
+//! It knows two ways to name a job's files inside its action. **By content**, the way it takes
+//! when it can: every module under `m/` named by its digest, the index shard's module path
+//! table rewritten to match (`shard`), the object and shard under fixed names, the working
+//! directory the root; the action then depends on what the files hold and not on lld's
+//! per-link names (pids, job numbers), on the checkout's path or on absolute paths, so relinks
+//! and other checkouts hit the action cache. **By name**, for a job it cannot be sure of (the
+//! reason is kept): the files where they are, under the deepest directory holding the linker's
+//! directory and every input and output, only the job's own object and shard renamed; absolute
+//! paths then cannot run remotely unless the workers mount the input root at `/`. It does not
+//! read files (digests and the shard's bytes are given to it) or talk to any server.
 
 use bazel_remote_apis::build::bazel::remote::execution::v2 as re;
 use prost::Message;
@@ -18,6 +23,9 @@ pub const IDENTITY_VAR: &str = "DTLTO_BRIDGE_COMPILER";
 
 /// The name a job's own object has inside an action (its shard: this plus `.thinlto.bc`).
 const CANONICAL_OUTPUT: &str = "dtlto-job.native.o";
+
+/// The directory of the modules of an action keyed by content, each `DIGEST.EXT`.
+const MODULES: &str = "m";
 
 /// A message or file content, with its digest.
 pub fn digest_of(bytes: &[u8]) -> re::Digest {
@@ -50,6 +58,11 @@ pub struct JobAction {
     /// Each output: its path in the ActionResult (relative to the working directory), and
     /// where it goes here (absolute).
     pub outputs: Vec<(String, PathBuf)>,
+    /// The files here (absolute) whose content the input root holds.
+    pub uses: Vec<PathBuf>,
+    /// Why the action names its files by where they are rather than by content (None: by
+    /// content).
+    pub by_name: Option<String>,
 }
 
 /// `path` against `cwd`, with `.` and `..` resolved lexically.
@@ -206,13 +219,178 @@ fn under(root: &Path, path: &Path) -> PathBuf {
     path.strip_prefix(root).unwrap_or(path).to_path_buf()
 }
 
-/// The action of a job. `digest_of_file` gives the digest of an input (absolute path).
+/// A job's files inside an action keyed by content: the arguments, the input root's files
+/// (inside name, real path or None for `shard`, digest), the outputs' inside names, and the
+/// rewritten shard.
+struct ByContent {
+    arguments: Vec<String>,
+    files: Vec<(String, Option<PathBuf>, re::Digest)>,
+    outputs: Vec<String>,
+    shard: Vec<u8>,
+}
+
+/// The extension of a module's file name, dot included, when it is a short plain one (`.o`,
+/// `.bc`): kept inside the action, since clang chooses how to read an input by it.
+fn extension(path: &str) -> &str {
+    let name = path.rsplit('/').next().unwrap_or(path);
+    match name.rfind('.') {
+        Some(i)
+            if i > 0
+                && name.len() - i <= 8
+                && name[i + 1..].bytes().all(|b| b.is_ascii_alphanumeric()) =>
+        {
+            &name[i..]
+        }
+        _ => "",
+    }
+}
+
+/// The job keyed by content, or why it cannot be: `shard` is the bytes of the job's index
+/// shard (None when it could not be read).
+fn by_content(
+    cwd: &Path,
+    argv: &[&str],
+    inputs: &[&str],
+    outputs: &[&str],
+    digest_of_file: &dyn Fn(&Path) -> re::Digest,
+    shard: Option<&[u8]>,
+) -> Result<ByContent, String> {
+    let [out] = outputs else {
+        return Err(format!("it has {} outputs, not one", outputs.len()));
+    };
+    let shard_name = format!("{out}.thinlto.bc");
+    if !inputs.contains(&shard_name.as_str()) {
+        return Err(format!(
+            "its index shard {shard_name} is not among its inputs"
+        ));
+    }
+    let shard = shard.ok_or_else(|| format!("its index shard {shard_name} could not be read"))?;
+    // Each module (every input but the shard) by its digest.
+    let mut inside: BTreeMap<&str, (String, PathBuf, re::Digest)> = BTreeMap::new();
+    let mut by_digest: BTreeMap<String, &str> = BTreeMap::new();
+    for input in inputs.iter().filter(|i| **i != shard_name) {
+        let real = absolute(cwd, input);
+        let digest = digest_of_file(&real);
+        if let Some(other) = by_digest.insert(digest.hash.clone(), input) {
+            if other != *input {
+                return Err(format!(
+                    "its inputs {other} and {input} hold the same bytes"
+                ));
+            }
+        }
+        let name = format!(
+            "{MODULES}/{}{}",
+            &digest.hash[..32.min(digest.hash.len())],
+            extension(input)
+        );
+        inside.insert(input, (name, real, digest));
+    }
+    // The shard names each module as lld wrote its path; find each among the inputs.
+    let paths = crate::remote::shard::module_paths(shard)
+        .map_err(|e| format!("read its index shard {shard_name}: {e}"))?;
+    let find = |p: &str| -> Option<&str> {
+        let real = absolute(cwd, p);
+        inside
+            .iter()
+            .find(|(i, (_, r, _))| **i == p || *r == real)
+            .map(|(i, _)| *i)
+    };
+    let mut named = std::collections::BTreeSet::new();
+    for p in &paths {
+        let input = find(p).ok_or_else(|| {
+            format!("its index shard names the module {p}, which is not among its inputs")
+        })?;
+        named.insert(input);
+    }
+    if let Some(unnamed) = inside.keys().find(|i| !named.contains(*i)) {
+        return Err(format!(
+            "its input {unnamed} is not in its index shard's module table"
+        ));
+    }
+    let new_shard = crate::remote::shard::rename(shard, &|p| find(p).map(|i| inside[i].0.clone()))
+        .map_err(|e| format!("rewrite its index shard {shard_name}: {e}"))?;
+    // The command: the module, the shard and the object renamed; no other word may name a file.
+    let index_flag = format!("-fthinlto-index={shard_name}");
+    let new_out = CANONICAL_OUTPUT.to_string();
+    let new_shard_name = format!("{CANONICAL_OUTPUT}.thinlto.bc");
+    let mut arguments = Vec::with_capacity(argv.len());
+    for (k, w) in argv.iter().enumerate() {
+        let word = if let Some((name, _, _)) = inside.get(w) {
+            name.clone()
+        } else if *w == index_flag {
+            format!("-fthinlto-index={new_shard_name}")
+        } else if *w == *out && k > 0 && argv[k - 1] == "-o" {
+            new_out.clone()
+        } else if k > 0 && (w.contains(out) || inputs.iter().any(|i| w.contains(i))) {
+            return Err(format!("its argument {w} names one of its files"));
+        } else {
+            w.to_string()
+        };
+        arguments.push(word);
+    }
+    let mut files: Vec<(String, Option<PathBuf>, re::Digest)> = inside
+        .into_values()
+        .map(|(name, real, digest)| (name, Some(real), digest))
+        .collect();
+    files.push((new_shard_name, None, digest_of(&new_shard)));
+    Ok(ByContent {
+        arguments,
+        files,
+        outputs: vec![new_out],
+        shard: new_shard,
+    })
+}
+
+/// The action of a job. `digest_of_file` gives the digest of an input (absolute path), and
+/// `shard` the bytes of the job's index shard (`OUTPUT.thinlto.bc`) when it was read.
 pub fn build(
     common: &Common,
     argv: &[&str],
     inputs: &[&str],
     outputs: &[&str],
     digest_of_file: &dyn Fn(&Path) -> re::Digest,
+    shard: Option<&[u8]>,
+) -> JobAction {
+    let cwd = absolute(&common.cwd, ".");
+    match by_content(&cwd, argv, inputs, outputs, digest_of_file, shard) {
+        Ok(content) => {
+            let mut blobs = Vec::new();
+            let mut tree = Tree::default();
+            let mut uses = Vec::new();
+            for (name, real, digest) in &content.files {
+                tree.add_file(Path::new(name), digest.clone());
+                uses.extend(real.clone());
+            }
+            let shard_digest = digest_of(&content.shard);
+            blobs.push((shard_digest, content.shard));
+            let root = tree.finish(&mut blobs);
+            let here = outputs.iter().map(|o| absolute(&cwd, o));
+            let outputs = content.outputs.clone().into_iter().zip(here).collect();
+            finish(
+                common,
+                content.arguments,
+                content.outputs,
+                String::new(),
+                root,
+                blobs,
+                outputs,
+                uses,
+                None,
+            )
+        }
+        Err(why) => by_name(common, argv, inputs, outputs, digest_of_file, why),
+    }
+}
+
+/// The action of a job whose files keep their places and names (but for its own object and
+/// shard), for the reason `why`.
+fn by_name(
+    common: &Common,
+    argv: &[&str],
+    inputs: &[&str],
+    outputs: &[&str],
+    digest_of_file: &dyn Fn(&Path) -> re::Digest,
+    why: String,
 ) -> JobAction {
     let names = canonical(argv, inputs, outputs);
     let rename = |p: &str| -> String {
@@ -246,6 +424,7 @@ pub fn build(
         tree.add_file(&under(&root, inside), digest_of_file(real));
     }
     let input_root = tree.finish(&mut blobs);
+    let uses = abs_inputs.iter().map(|(real, _)| real.clone()).collect();
 
     let arguments: Vec<String> = argv
         .iter()
@@ -263,6 +442,34 @@ pub fn build(
         })
         .collect();
     let output_names: Vec<String> = outputs.iter().map(|o| rename(o)).collect();
+    let here = outputs.iter().map(|o| absolute(&cwd, o));
+    let pairs = output_names.clone().into_iter().zip(here).collect();
+    finish(
+        common,
+        arguments,
+        output_names,
+        working.to_string_lossy().into_owned(),
+        input_root,
+        blobs,
+        pairs,
+        uses,
+        Some(why),
+    )
+}
+
+/// The Command and Action around an input root.
+#[allow(clippy::too_many_arguments)]
+fn finish(
+    common: &Common,
+    arguments: Vec<String>,
+    output_names: Vec<String>,
+    working_directory: String,
+    input_root: re::Digest,
+    mut blobs: Vec<(re::Digest, Vec<u8>)>,
+    outputs: Vec<(String, PathBuf)>,
+    uses: Vec<PathBuf>,
+    by_name: Option<String>,
+) -> JobAction {
     let mut platform: Vec<re::platform::Property> = common
         .platform
         .iter()
@@ -286,7 +493,7 @@ pub fn build(
         output_files: output_names.clone(),
         output_paths: output_names.clone(),
         platform: platform.clone(),
-        working_directory: working.to_string_lossy().into_owned(),
+        working_directory,
         ..Default::default()
     };
     let command_bytes = command.encode_to_vec();
@@ -305,11 +512,9 @@ pub fn build(
     JobAction {
         action_digest,
         blobs,
-        outputs: output_names
-            .into_iter()
-            .zip(outputs)
-            .map(|(inside, here)| (inside, absolute(&cwd, here)))
-            .collect(),
+        outputs,
+        uses,
+        by_name,
     }
 }
 
@@ -372,6 +577,7 @@ mod tests {
             &["../lib/x.o", "x.1.77.native.o.thinlto.bc"],
             &["x.1.77.native.o"],
             &fake,
+            None,
         );
         let (_, command, root) = parts(&a);
         assert_eq!(command.working_directory, "out");
@@ -397,6 +603,7 @@ mod tests {
             &inputs,
             &["main.1.77.native.o"],
             &fake,
+            None,
         );
         let (_, command, root) = parts(&a);
         assert_eq!(
@@ -423,6 +630,7 @@ mod tests {
             &inputs2,
             &["main.3.91.native.o"],
             &fake,
+            None,
         );
         assert_eq!(a.action_digest, b.action_digest);
     }
@@ -436,6 +644,7 @@ mod tests {
             &["m.o", "o.o.thinlto.bc"],
             &["o.o"],
             &fake,
+            None,
         );
         let (_, command, _) = parts(&a);
         assert_eq!(command.output_paths, ["o.o"]);
@@ -444,14 +653,170 @@ mod tests {
     #[test]
     fn the_compiler_identity_and_cache_setting_change_the_action() {
         let argv = ["cc", "-c", "m.o", "-o", "o.o"];
-        let one = build(&common("/b"), &argv, &["m.o"], &["o.o"], &fake);
+        let one = build(&common("/b"), &argv, &["m.o"], &["o.o"], &fake, None);
         let mut c = common("/b");
         c.identity = "y".into();
-        let two = build(&c, &argv, &["m.o"], &["o.o"], &fake);
+        let two = build(&c, &argv, &["m.o"], &["o.o"], &fake, None);
         assert_ne!(one.action_digest, two.action_digest);
         c.cache = false;
-        let (action, _, _) = parts(&build(&c, &argv, &["m.o"], &["o.o"], &fake));
+        let (action, _, _) = parts(&build(&c, &argv, &["m.o"], &["o.o"], &fake, None));
         assert!(action.do_not_cache);
+    }
+
+    /// examples/hello's main job as lld-22 wrote it (tests/data/main.thinlto.bc), in `cwd`, with
+    /// lld's pid `pid` in the archive members' names and `prefix` before every path.
+    fn hello_main(
+        cwd: &str,
+        pid: &str,
+        prefix: &str,
+        fake: &dyn Fn(&Path) -> re::Digest,
+    ) -> JobAction {
+        const SHARD: &[u8] = include_bytes!("../../tests/data/main.thinlto.bc");
+        let named = |p: &str| format!("{prefix}{}", p.replace("2481", pid));
+        let shard = crate::remote::shard::rename(SHARD, &|p| Some(named(p))).unwrap();
+        let out = format!("main.1.{pid}.native.o");
+        let shard_name = format!("{out}.thinlto.bc");
+        let modules = [
+            "main.o",
+            "add.o",
+            "greeting.o",
+            "libmul.a(mul.o at 92).4.2481.o",
+            "libmul.a(sq.o at 2812).5.2481.o",
+        ]
+        .map(named);
+        let index = format!("-fthinlto-index={shard_name}");
+        let argv = [
+            "/usr/bin/clang",
+            "-c",
+            "-O2",
+            &modules[0],
+            &index,
+            "-o",
+            &out,
+        ];
+        let mut inputs: Vec<&str> = modules.iter().map(String::as_str).collect();
+        inputs.insert(1, &shard_name);
+        build(
+            &common(cwd),
+            &argv,
+            &inputs,
+            &[out.as_str()],
+            fake,
+            Some(&shard),
+        )
+    }
+
+    /// A file's digest from its name with lld's pid and any directory taken out: the same
+    /// module in every link and checkout.
+    fn content(p: &Path) -> re::Digest {
+        let name = p.file_name().unwrap().to_string_lossy();
+        digest_of(name.replace("2481", "").replace("77aa", "").as_bytes())
+    }
+
+    #[test]
+    fn an_action_keyed_by_content_is_the_same_in_every_link_and_checkout() {
+        let a = hello_main("/b", "2481", "", &content);
+        assert_eq!(a.by_name, None);
+        let (_, command, root) = parts(&a);
+        assert_eq!(command.working_directory, "");
+        assert!(command.arguments[3].starts_with("m/") && command.arguments[3].ends_with(".o"));
+        assert_eq!(
+            command.arguments[4..],
+            [
+                "-fthinlto-index=dtlto-job.native.o.thinlto.bc",
+                "-o",
+                "dtlto-job.native.o"
+            ]
+        );
+        let files: Vec<&str> = root.files.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(files, ["dtlto-job.native.o.thinlto.bc"]);
+        assert_eq!(root.directories[0].name, "m");
+        // The rewritten shard goes up with the action; the original is not used.
+        assert_eq!(a.uses.len(), 5);
+        assert!(a
+            .uses
+            .iter()
+            .all(|u| !u.to_string_lossy().ends_with(".thinlto.bc")));
+        assert_eq!(a.outputs[0].1, PathBuf::from("/b/main.1.2481.native.o"));
+
+        // Another pid, another checkout, absolute paths: the same action.
+        for b in [
+            hello_main("/b", "77aa", "", &content),
+            hello_main("/elsewhere/checkout", "2481", "", &content),
+            hello_main("/b", "2481", "/abs/dir/", &content),
+            hello_main("/b", "2481", "../lib/", &content),
+        ] {
+            assert_eq!(b.by_name, None);
+            assert_eq!(a.action_digest, b.action_digest);
+        }
+        // A module with other bytes: another action.
+        let changed = |p: &Path| {
+            if p.ends_with("add.o") {
+                digest_of(b"changed")
+            } else {
+                content(p)
+            }
+        };
+        assert_ne!(
+            a.action_digest,
+            hello_main("/b", "2481", "", &changed).action_digest
+        );
+    }
+
+    #[test]
+    fn a_job_the_content_key_cannot_be_sure_of_keeps_its_names_and_says_why() {
+        // No shard bytes.
+        let argv = [
+            "cc",
+            "-c",
+            "m.o",
+            "-fthinlto-index=o.o.thinlto.bc",
+            "-o",
+            "o.o",
+        ];
+        let a = build(
+            &common("/b"),
+            &argv,
+            &["m.o", "o.o.thinlto.bc"],
+            &["o.o"],
+            &fake,
+            None,
+        );
+        assert!(a.by_name.unwrap().contains("could not be read"));
+        // Two modules with the same bytes would share a name.
+        let same = |_: &Path| digest_of(b"same");
+        let b = hello_main("/b", "2481", "", &same);
+        assert!(b.by_name.unwrap().contains("hold the same bytes"),);
+        // An argument that names a file.
+        let argv = [
+            "cc",
+            "-c",
+            "m.o",
+            "-fthinlto-index=o.o.thinlto.bc",
+            "-o",
+            "o.o",
+            "-fprofile-use=m.o",
+        ];
+        const SHARD: &[u8] = include_bytes!("../../tests/data/main.thinlto.bc");
+        let c = build(
+            &common("/b"),
+            &argv,
+            &["m.o", "o.o.thinlto.bc"],
+            &["o.o"],
+            &fake,
+            Some(SHARD),
+        );
+        assert!(c.by_name.unwrap().contains("not among its inputs"));
+        // Not a shard at all.
+        let d = build(
+            &common("/b"),
+            &argv,
+            &["m.o", "o.o.thinlto.bc"],
+            &["o.o"],
+            &fake,
+            Some(b"text"),
+        );
+        assert!(d.by_name.unwrap().contains("magic"));
     }
 
     #[test]

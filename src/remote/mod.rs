@@ -9,5 +9,6 @@
 pub(crate) mod action;
 pub(crate) mod reapi;
 mod runner;
+mod shard;
 
 pub(crate) use runner::*;

@@ -146,12 +146,19 @@ fn headers(target: &Target) -> Result<Headers, String> {
 
 /// `error`, with a hint when it looks like a server that wants a client certificate and got
 /// none: such a server ends the handshake with an alert (TLS 1.2: HandshakeFailure; TLS 1.3:
-/// CertificateRequired) or, as grpc-core does, closes the connection without one.
+/// CertificateRequired) or, as grpc-core does, closes the connection without one, which the
+/// first call sees as a missing close_notify, a broken pipe or a cancelled call.
 fn with_tls_hint(target: &Target, error: String) -> String {
     let tls = ["grpcs://", "https://"]
         .iter()
         .any(|p| target.url.starts_with(p));
-    let signs = ["CertificateRequired", "HandshakeFailure", "close_notify"];
+    let signs = [
+        "CertificateRequired",
+        "HandshakeFailure",
+        "close_notify",
+        "broken pipe",
+        "operation was canceled",
+    ];
     if tls && target.tls.identity.is_none() && signs.iter().any(|s| error.contains(s)) {
         format!(
             "{error} (if the server requires client certificates, mutual TLS, give \

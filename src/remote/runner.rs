@@ -333,11 +333,6 @@ impl Actions {
         for job in &file.jobs {
             let inputs: Vec<&str> = job.inputs.iter().map(|s| s.as_ref()).collect();
             let outputs: Vec<&str> = job.outputs.iter().map(|s| s.as_ref()).collect();
-            if let Some(reason) = action::unsuitable(&inputs, &outputs, common.root_is_slash) {
-                why.push(Some(reason));
-                jobs.push(None);
-                continue;
-            }
             let mut unreadable = None;
             for input in &inputs {
                 let path = action::absolute(cwd, input);
@@ -346,7 +341,6 @@ impl Actions {
                 }
                 match file_digest(&path) {
                     Ok((d, _)) => {
-                        files.insert(d.hash.clone(), (d.clone(), path.clone()));
                         digests.insert(path, d);
                     }
                     Err(e) => {
@@ -360,10 +354,31 @@ impl Actions {
                 jobs.push(None);
                 continue;
             }
+            // The job's index shard, whose module table a content-keyed action rewrites.
+            let shard = match outputs.as_slice() {
+                [out] => std::fs::read(action::absolute(cwd, &format!("{out}.thinlto.bc"))).ok(),
+                _ => None,
+            };
             let argv: Vec<&str> = job.command.words().map(|w| w.as_ref()).collect();
-            let built = action::build(common, &argv, &inputs, &outputs, &|p: &Path| {
-                digests.get(p).cloned().unwrap_or_default()
-            });
+            let built = action::build(
+                common,
+                &argv,
+                &inputs,
+                &outputs,
+                &|p: &Path| digests.get(p).cloned().unwrap_or_default(),
+                shard.as_deref(),
+            );
+            if built.by_name.is_some() {
+                if let Some(reason) = action::unsuitable(&inputs, &outputs, common.root_is_slash) {
+                    why.push(Some(reason));
+                    jobs.push(None);
+                    continue;
+                }
+            }
+            for path in &built.uses {
+                let d = &digests[path];
+                files.insert(d.hash.clone(), (d.clone(), path.clone()));
+            }
             why.push(None);
             jobs.push(Some(built));
         }
@@ -411,9 +426,14 @@ pub fn probe(options: &Options) -> Result<String, String> {
             cache: false,
         };
         let argv = ["/bin/sh", "-c", "echo dtlto-bridge > doctor.txt"];
-        let job = action::build(&common, &argv, &[], &["doctor.txt"], &|_| {
-            action::digest_of(b"")
-        });
+        let job = action::build(
+            &common,
+            &argv,
+            &[],
+            &["doctor.txt"],
+            &|_| action::digest_of(b""),
+            None,
+        );
         client
             .batch_upload(job.blobs.clone())
             .await
@@ -592,6 +612,10 @@ async fn run_job(ctx: &Ctx, index: usize) -> End {
     let mut info = Info::default();
     let Some(job) = ctx.jobs.get(index).and_then(Option::as_ref) else {
         return failed(start, info, "remote: this job has no action".into());
+    };
+    info.key = match &job.by_name {
+        None => "content".into(),
+        Some(why) => format!("names: {why}"),
     };
     let t = std::time::Instant::now();
     let uploaded = ctx.uploaded.get_or_init(|| upload_all(ctx)).await;

@@ -171,6 +171,16 @@ fn link(
     (out, report)
 }
 
+/// Each job's action key ("content", or "names: " and why).
+fn keys(report: &Value) -> Vec<String> {
+    report["jobs"]
+        .as_array()
+        .unwrap_or(&Vec::new())
+        .iter()
+        .map(|j| j["remote"]["key"].as_str().unwrap_or("").to_string())
+        .collect()
+}
+
 fn ran(report: &Value) -> Vec<String> {
     report["jobs"]
         .as_array()
@@ -384,23 +394,113 @@ fn a_worker_that_fails_or_returns_empty_objects_means_a_local_run_or_with_no_fal
     );
 }
 
+/// Actions keyed by content: lld's per-link member names (a regular archive), the checkout's
+/// path and absolute paths leave the action unchanged, so a relink, a second checkout and a link
+/// by absolute paths all take every job from the action cache; the program is the one a local
+/// link makes, byte for byte.
 #[test]
-fn a_job_with_an_absolute_input_path_runs_here_and_says_why() {
+fn relinks_other_checkouts_and_absolute_paths_take_every_job_from_the_action_cache() {
+    let farm = Farm::start(1, &[]);
+    let first = Space::new();
+    let inputs = first.hello();
+    let (out, report) = link(&first, &farm.args(), &[], &inputs);
+    assert_linked(&out);
+    assert_eq!(first.run_program("prog"), HELLO);
+    assert_eq!(ran(&report), ["remote"; 5], "{}", stderr(&out));
+    for job in report["jobs"].as_array().unwrap() {
+        assert_eq!(job["remote"]["key"], "content", "{job}");
+    }
+    let executed = farm.executed().len();
+    assert_eq!(executed, 5);
+    let remote_prog = fs::read(first.path("prog")).unwrap();
+    // The same link without the farm: the same program.
+    let local = first.link(Path::new(BRIDGE), &[], &inputs, "prog");
+    assert_linked(&local);
+    assert!(
+        remote_prog == fs::read(first.path("prog")).unwrap(),
+        "the programs differ"
+    );
+
+    // A relink (another lld, so other member names in every shard).
+    let (out, report) = link(&first, &farm.args(), &[], &inputs);
+    assert_linked(&out);
+    assert_eq!(ran(&report), ["remote cache"; 5], "{}", stderr(&out));
+    // A second checkout, at another path.
+    let second = Space::new();
+    let inputs = second.hello();
+    let (out, report) = link(&second, &farm.args(), &[], &inputs);
+    assert_linked(&out);
+    assert_eq!(second.run_program("prog"), HELLO);
+    assert_eq!(
+        ran(&report),
+        ["remote cache"; 5],
+        "{:?}\n{}",
+        keys(&report),
+        stderr(&out)
+    );
+    // Every input by its absolute path, in both checkouts: the second takes every job from
+    // the cache. (Absolute names sort before relative ones, and lld numbers a shard's modules
+    // in the order of their names, so the first such link may execute some jobs again.)
+    let absolute = |space: &Space| -> Vec<String> {
+        inputs
+            .iter()
+            .map(|i| space.path(i).display().to_string())
+            .collect()
+    };
+    let (out, report) = link(&first, &farm.args(), &[], &absolute(&first));
+    assert_linked(&out);
+    assert_eq!(first.run_program("prog"), HELLO);
+    assert!(
+        ran(&report).iter().all(|r| r.starts_with("remote")),
+        "{:?}\n{}",
+        ran(&report),
+        stderr(&out)
+    );
+    let executed = farm.executed().len();
+    let (out, report) = link(&second, &farm.args(), &[], &absolute(&second));
+    assert_linked(&out);
+    assert_eq!(second.run_program("prog"), HELLO);
+    assert_eq!(
+        ran(&report),
+        ["remote cache"; 5],
+        "{:?}\n{}",
+        keys(&report),
+        stderr(&out)
+    );
+    assert_eq!(farm.executed().len(), executed, "nothing executed again");
+}
+
+/// A job that cannot be keyed by content (here no index shard) keeps its paths; with an
+/// absolute one it runs here and says why.
+#[test]
+fn a_job_keyed_by_name_with_an_absolute_path_runs_here_and_says_why() {
     let farm = Farm::start(1, &[]);
     let space = Space::new();
-    let mut inputs = space.hello();
-    inputs[1] = space.path("add.o").display().to_string();
-    let (out, report) = link(&space, &farm.args(), &[], &inputs);
-    assert_linked(&out);
-    assert_eq!(space.run_program("prog"), HELLO);
+    let input = space.write("in.txt", "x\n");
+    let input = input.display().to_string();
+    space.write(
+        "j.json",
+        &crate::space::job_file(vec![
+            crate::space::sh_job("cat in.txt > o1", &[input.as_str()], &["o1"]),
+            crate::space::sh_job("echo y > o2", &[] as &[&str], &["o2"]),
+        ]),
+    );
+    let report = space.tmp.with_file_name("report.json");
+    let mut cmd = space.bridge(&["j.json", &format!("--report={}", report.display())]);
+    cmd.args(farm.args());
+    let out = space.ok(&mut cmd);
     let err = stderr(&out);
     assert!(
         err.contains("not remotely") && err.contains("absolute"),
         "{err}"
     );
-    let ran = ran(&report);
-    assert!(ran.contains(&"local".to_string()), "{ran:?}");
-    assert!(ran.contains(&"remote".to_string()), "{ran:?}");
+    let report: Value = serde_json::from_str(&fs::read_to_string(&report).unwrap()).unwrap();
+    assert_eq!(ran(&report), ["local", "remote"]);
+    let key = report["jobs"][1]["remote"]["key"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(key.starts_with("names: "), "{key}");
 }
 
 #[test]
@@ -623,6 +723,49 @@ fn blobs_larger_than_a_batch_go_through_bytestream_both_ways() {
 fn dtlto_bridge_link_on_clang_19_runs_its_jobs_on_the_workers() {
     let farm = Farm::start(2, &[]);
     let space = Space::new();
+    let mut cmd = classic_link_19(&space, &farm);
+    let report_path = space.tmp.with_file_name("report.json");
+    let out = cmd.output().unwrap();
+    assert_linked(&out);
+    assert_eq!(space.run_program("prog"), HELLO);
+    let report: Value = serde_json::from_str(&fs::read_to_string(&report_path).unwrap()).unwrap();
+    assert_eq!(ran(&report), ["remote"; 5], "{}", stderr(&out));
+    assert_eq!(farm.executed().len(), 5, "the workers ran every job");
+    assert!(space.leftovers().is_empty(), "{:?}", space.leftovers());
+    // A relink writes the same paths into its shards (extracted members included): every job
+    // comes from the action cache.
+    fs::remove_file(space.path("prog")).unwrap();
+    let out = cmd.output().unwrap();
+    assert_linked(&out);
+    assert_eq!(space.run_program("prog"), HELLO);
+    let report: Value = serde_json::from_str(&fs::read_to_string(&report_path).unwrap()).unwrap();
+    assert_eq!(ran(&report), ["remote cache"; 5], "{}", stderr(&out));
+    assert_eq!(farm.executed().len(), 5, "nothing ran again");
+    // A second checkout: its private directory has another name, which the shards record;
+    // keyed by content, every job comes from the cache all the same.
+    let second = Space::new();
+    let out = classic_link_19(&second, &farm).output().unwrap();
+    assert_linked(&out);
+    assert_eq!(second.run_program("prog"), HELLO);
+    let report_path = second.tmp.with_file_name("report.json");
+    let report: Value = serde_json::from_str(&fs::read_to_string(&report_path).unwrap()).unwrap();
+    assert_eq!(
+        ran(&report),
+        ["remote cache"; 5],
+        "{:?}\n{}",
+        keys(&report),
+        stderr(&out)
+    );
+    assert_eq!(
+        farm.executed().len(),
+        5,
+        "nothing ran in the second checkout"
+    );
+}
+/// examples/hello built by clang-19 in `space` (a regular and a thin archive), and the
+/// `dtlto-bridge link` command that links it with lld-19 on `farm`, writing
+/// `report.json` beside the space's TMPDIR.
+fn classic_link_19(space: &Space, farm: &Farm) -> Command {
     let src = examples().join("hello");
     for f in ["main", "add", "mul", "sq", "greeting"] {
         let c = src.join(format!("{f}.c"));
@@ -652,20 +795,5 @@ fn dtlto_bridge_link_on_clang_19_runs_its_jobs_on_the_workers() {
         "prog",
     ]);
     cmd.args(["main.o", "add.o", "greeting.o", "libmul.a", "libsq.a"]);
-    let out = cmd.output().unwrap();
-    assert_linked(&out);
-    assert_eq!(space.run_program("prog"), HELLO);
-    let report: Value = serde_json::from_str(&fs::read_to_string(&report_path).unwrap()).unwrap();
-    assert_eq!(ran(&report), ["remote"; 5], "{}", stderr(&out));
-    assert_eq!(farm.executed().len(), 5, "the workers ran every job");
-    assert!(space.leftovers().is_empty(), "{:?}", space.leftovers());
-    // A relink writes the same paths into its shards (extracted members included): every job
-    // comes from the action cache.
-    fs::remove_file(space.path("prog")).unwrap();
-    let out = cmd.output().unwrap();
-    assert_linked(&out);
-    assert_eq!(space.run_program("prog"), HELLO);
-    let report: Value = serde_json::from_str(&fs::read_to_string(&report_path).unwrap()).unwrap();
-    assert_eq!(ran(&report), ["remote cache"; 5], "{}", stderr(&out));
-    assert_eq!(farm.executed().len(), 5, "nothing ran again");
+    cmd
 }
