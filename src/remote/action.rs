@@ -14,7 +14,7 @@
 
 use bazel_remote_apis::build::bazel::remote::execution::v2 as re;
 use prost::Message;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Component, Path, PathBuf};
 
 /// The environment variable that carries the compiler's identity into every Command (and so into
@@ -265,10 +265,23 @@ fn by_content(
         ));
     }
     let shard = shard.ok_or_else(|| format!("its index shard {shard_name} could not be read"))?;
+    // A `..` after a directory name is resolved by the kernel through a symlink there, not
+    // by erasing the name: such a path cannot be matched to another one with certainty.
+    let uncertain = |p: &str| {
+        let parts: Vec<&str> = p
+            .split('/')
+            .filter(|c| !c.is_empty() && *c != ".")
+            .collect();
+        parts.iter().skip_while(|c| **c == "..").any(|c| *c == "..")
+    };
     // Each module (every input but the shard) by its digest.
     let mut inside: BTreeMap<&str, (String, PathBuf, re::Digest)> = BTreeMap::new();
     let mut by_digest: BTreeMap<String, &str> = BTreeMap::new();
+    let mut by_place: HashMap<PathBuf, &str> = HashMap::new();
     for input in inputs.iter().filter(|i| **i != shard_name) {
+        if uncertain(input) {
+            return Err(format!("its input {input} has a .. after a directory name"));
+        }
         let real = absolute(cwd, input);
         let digest = digest_of_file(&real);
         if let Some(other) = by_digest.insert(digest.hash.clone(), input) {
@@ -283,32 +296,38 @@ fn by_content(
             &digest.hash[..32.min(digest.hash.len())],
             extension(input)
         );
+        by_place.insert(real.clone(), input);
         inside.insert(input, (name, real, digest));
     }
-    // The shard names each module as lld wrote its path; find each among the inputs.
+    // The shard names each module as lld wrote its path; find each among the inputs: the same
+    // words, or the same place (`/b/add.o` and `add.o` run from `/b`).
     let paths = crate::remote::shard::module_paths(shard)
         .map_err(|e| format!("read its index shard {shard_name}: {e}"))?;
     let find = |p: &str| -> Option<&str> {
-        let real = absolute(cwd, p);
-        inside
-            .iter()
-            .find(|(i, (_, r, _))| **i == p || *r == real)
-            .map(|(i, _)| *i)
+        if let Some((input, _)) = inside.get_key_value(p) {
+            return Some(*input);
+        }
+        if uncertain(p) {
+            return None;
+        }
+        by_place.get(&absolute(cwd, p)).copied()
     };
-    let mut named = std::collections::BTreeSet::new();
+    let mut modules: HashMap<&str, &str> = HashMap::new();
     for p in &paths {
         let input = find(p).ok_or_else(|| {
             format!("its index shard names the module {p}, which is not among its inputs")
         })?;
-        named.insert(input);
+        modules.insert(p, input);
     }
+    let named: std::collections::HashSet<&str> = modules.values().copied().collect();
     if let Some(unnamed) = inside.keys().find(|i| !named.contains(*i)) {
         return Err(format!(
             "its input {unnamed} is not in its index shard's module table"
         ));
     }
-    let new_shard = crate::remote::shard::rename(shard, &|p| find(p).map(|i| inside[i].0.clone()))
-        .map_err(|e| format!("rewrite its index shard {shard_name}: {e}"))?;
+    let new_shard =
+        crate::remote::shard::rename(shard, &|p| modules.get(p).map(|i| inside[i].0.clone()))
+            .map_err(|e| format!("rewrite its index shard {shard_name}: {e}"))?;
     // The command: the module, the shard and the object renamed; no other word may name a file.
     let index_flag = format!("-fthinlto-index={shard_name}");
     let new_out = CANONICAL_OUTPUT.to_string();
@@ -787,26 +806,53 @@ mod tests {
         let same = |_: &Path| digest_of(b"same");
         let b = hello_main("/b", "2481", "", &same);
         assert!(b.by_name.unwrap().contains("hold the same bytes"),);
-        // An argument that names a file.
+        // An argument that names one of its files, with a shard that matches its inputs.
+        const SHARD: &[u8] = include_bytes!("../../tests/data/main.thinlto.bc");
+        let modules = [
+            "main.o",
+            "add.o",
+            "greeting.o",
+            "libmul.a(mul.o at 92).4.2481.o",
+            "libmul.a(sq.o at 2812).5.2481.o",
+        ];
+        let mut inputs = modules.to_vec();
+        inputs.push("o.o.thinlto.bc");
         let argv = [
             "cc",
             "-c",
-            "m.o",
+            "main.o",
             "-fthinlto-index=o.o.thinlto.bc",
             "-o",
             "o.o",
-            "-fprofile-use=m.o",
+            "-fprofile-use=add.o",
         ];
-        const SHARD: &[u8] = include_bytes!("../../tests/data/main.thinlto.bc");
+        let c = build(&common("/b"), &argv, &inputs, &["o.o"], &fake, Some(SHARD));
+        assert!(c.by_name.unwrap().contains("names one of its files"));
+        // The same job without that argument is keyed by content.
         let c = build(
             &common("/b"),
-            &argv,
-            &["m.o", "o.o.thinlto.bc"],
+            &argv[..6],
+            &inputs,
             &["o.o"],
             &fake,
             Some(SHARD),
         );
-        assert!(c.by_name.unwrap().contains("not among its inputs"));
+        assert_eq!(c.by_name, None);
+        // A `..` after a directory name: the kernel resolves it through a symlink, if any.
+        let mut odd = inputs.clone();
+        odd[1] = "sym/../add.o";
+        let c = build(
+            &common("/b"),
+            &argv[..6],
+            &odd,
+            &["o.o"],
+            &fake,
+            Some(SHARD),
+        );
+        assert!(c
+            .by_name
+            .unwrap()
+            .contains("has a .. after a directory name"));
         // Not a shard at all.
         let d = build(
             &common("/b"),

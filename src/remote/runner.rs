@@ -328,6 +328,8 @@ impl Actions {
     fn build(common: &Common, file: &JobFile<'_>, cwd: &Path) -> (Actions, Vec<Option<String>>) {
         let mut files: HashMap<String, (re::Digest, PathBuf)> = HashMap::new();
         let mut digests: HashMap<PathBuf, re::Digest> = HashMap::new();
+        // Where each input (by its lexical path) was read.
+        let mut reads: HashMap<PathBuf, PathBuf> = HashMap::new();
         let mut why = Vec::with_capacity(file.jobs.len());
         let mut jobs = Vec::with_capacity(file.jobs.len());
         for job in &file.jobs {
@@ -339,9 +341,12 @@ impl Actions {
                 if digests.contains_key(&path) {
                     continue;
                 }
-                match file_digest(&path) {
+                // Read where the kernel finds it (through any symlink before a `..`).
+                let read = cwd.join(input);
+                match file_digest(&read) {
                     Ok((d, _)) => {
-                        digests.insert(path, d);
+                        digests.insert(path.clone(), d);
+                        reads.insert(path, read);
                     }
                     Err(e) => {
                         unreadable = Some(format!("read its input {input}: {e}"));
@@ -377,7 +382,7 @@ impl Actions {
             }
             for path in &built.uses {
                 let d = &digests[path];
-                files.insert(d.hash.clone(), (d.clone(), path.clone()));
+                files.insert(d.hash.clone(), (d.clone(), reads[path].clone()));
             }
             why.push(None);
             jobs.push(Some(built));

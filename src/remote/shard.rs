@@ -227,9 +227,13 @@ impl Reader<'_> {
             ops.push(if literal {
                 Op::Literal(self.vbr(8)?)
             } else {
+                let width = |w: u64| match w {
+                    1..=32 => Ok(w as u32),
+                    _ => Err(format!("an abbreviation operand of width {w}")),
+                };
                 match self.fixed(3)? {
-                    1 => Op::Fixed(self.vbr(5)? as u32),
-                    2 => Op::Vbr(self.vbr(5)? as u32),
+                    1 => Op::Fixed(width(self.vbr(5)?)?),
+                    2 => Op::Vbr(width(self.vbr(5)?)?),
                     3 => Op::Array,
                     4 => Op::Char6,
                     5 => Op::Blob,
@@ -244,7 +248,7 @@ impl Reader<'_> {
         match op {
             Op::Literal(v) => Ok(v),
             Op::Fixed(w) => self.fixed(w),
-            Op::Vbr(w) if w >= 1 => self.vbr(w),
+            Op::Vbr(w) if w >= 2 => self.vbr(w),
             Op::Char6 => {
                 let v = self.fixed(6)? as u8;
                 Ok(u64::from(match v {
@@ -324,6 +328,9 @@ impl Reader<'_> {
                 }
                 ENTER_SUBBLOCK => {
                     let (block, w, len_at, block_end) = self.enter()?;
+                    if block == BLOCKINFO_BLOCK {
+                        return Err("a BLOCKINFO block (not written in shards)".into());
+                    }
                     if block == MODULE_STRTAB_BLOCK {
                         if table.is_some() {
                             return Err("two module path tables".into());
