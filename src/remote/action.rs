@@ -219,14 +219,17 @@ fn under(root: &Path, path: &Path) -> PathBuf {
     path.strip_prefix(root).unwrap_or(path).to_path_buf()
 }
 
-/// A job's files inside an action keyed by content: the arguments, the input root's files
-/// (inside name, real path or None for `shard`, digest), the outputs' inside names, and the
-/// rewritten shard.
-struct ByContent {
+/// A job inside an action, before the Command and Action around it.
+struct Layout {
     arguments: Vec<String>,
-    files: Vec<(String, Option<PathBuf>, re::Digest)>,
-    outputs: Vec<String>,
-    shard: Vec<u8>,
+    working_directory: String,
+    input_root: re::Digest,
+    /// The input root's Directory messages, and a rewritten shard if any.
+    blobs: Vec<(re::Digest, Vec<u8>)>,
+    /// Each output: its path in the ActionResult, and where it goes here (absolute).
+    outputs: Vec<(String, PathBuf)>,
+    /// The files here (absolute) whose content the input root holds.
+    uses: Vec<PathBuf>,
 }
 
 /// The extension of a module's file name, dot included, when it is a short plain one (`.o`,
@@ -254,7 +257,7 @@ fn by_content(
     outputs: &[&str],
     digest_of_file: &dyn Fn(&Path) -> re::Digest,
     shard: Option<&[u8]>,
-) -> Result<ByContent, String> {
+) -> Result<Layout, String> {
     let [out] = outputs else {
         return Err(format!("it has {} outputs, not one", outputs.len()));
     };
@@ -347,16 +350,24 @@ fn by_content(
         };
         arguments.push(word);
     }
-    let mut files: Vec<(String, Option<PathBuf>, re::Digest)> = inside
-        .into_values()
-        .map(|(name, real, digest)| (name, Some(real), digest))
-        .collect();
-    files.push((new_shard_name, None, digest_of(&new_shard)));
-    Ok(ByContent {
+    let mut blobs = Vec::new();
+    let mut tree = Tree::default();
+    let mut uses = Vec::new();
+    for (name, real, digest) in inside.into_values() {
+        tree.add_file(Path::new(&name), digest);
+        uses.push(real);
+    }
+    let shard_digest = digest_of(&new_shard);
+    tree.add_file(Path::new(&new_shard_name), shard_digest.clone());
+    blobs.push((shard_digest, new_shard));
+    let input_root = tree.finish(&mut blobs);
+    Ok(Layout {
         arguments,
-        files,
-        outputs: vec![new_out],
-        shard: new_shard,
+        working_directory: String::new(),
+        input_root,
+        blobs,
+        outputs: vec![(new_out, absolute(cwd, out))],
+        uses,
     })
 }
 
@@ -371,46 +382,26 @@ pub fn build(
     shard: Option<&[u8]>,
 ) -> JobAction {
     let cwd = absolute(&common.cwd, ".");
-    match by_content(&cwd, argv, inputs, outputs, digest_of_file, shard) {
-        Ok(content) => {
-            let mut blobs = Vec::new();
-            let mut tree = Tree::default();
-            let mut uses = Vec::new();
-            for (name, real, digest) in &content.files {
-                tree.add_file(Path::new(name), digest.clone());
-                uses.extend(real.clone());
-            }
-            let shard_digest = digest_of(&content.shard);
-            blobs.push((shard_digest, content.shard));
-            let root = tree.finish(&mut blobs);
-            let here = outputs.iter().map(|o| absolute(&cwd, o));
-            let outputs = content.outputs.clone().into_iter().zip(here).collect();
-            finish(
-                common,
-                content.arguments,
-                content.outputs,
-                String::new(),
-                root,
-                blobs,
-                outputs,
-                uses,
-                None,
-            )
-        }
-        Err(why) => by_name(common, argv, inputs, outputs, digest_of_file, why),
-    }
+    let (layout, by_name) = match by_content(&cwd, argv, inputs, outputs, digest_of_file, shard) {
+        Ok(layout) => (layout, None),
+        Err(why) => (
+            by_names(common, &cwd, argv, inputs, outputs, digest_of_file),
+            Some(why),
+        ),
+    };
+    finish(common, layout, by_name)
 }
 
-/// The action of a job whose files keep their places and names (but for its own object and
-/// shard), for the reason `why`.
-fn by_name(
+/// The layout of a job whose files keep their places and names (but for its own object and
+/// shard).
+fn by_names(
     common: &Common,
+    cwd: &Path,
     argv: &[&str],
     inputs: &[&str],
     outputs: &[&str],
     digest_of_file: &dyn Fn(&Path) -> re::Digest,
-    why: String,
-) -> JobAction {
+) -> Layout {
     let names = canonical(argv, inputs, outputs);
     let rename = |p: &str| -> String {
         match &names {
@@ -419,22 +410,21 @@ fn by_name(
             _ => p.to_string(),
         }
     };
-    let cwd = absolute(&common.cwd, ".");
     let abs_inputs: Vec<(PathBuf, PathBuf)> = inputs
         .iter()
-        .map(|i| (absolute(&cwd, i), absolute(&cwd, &rename(i))))
+        .map(|i| (absolute(cwd, i), absolute(cwd, &rename(i))))
         .collect();
-    let abs_outputs: Vec<PathBuf> = outputs.iter().map(|o| absolute(&cwd, &rename(o))).collect();
+    let abs_outputs: Vec<PathBuf> = outputs.iter().map(|o| absolute(cwd, &rename(o))).collect();
     let root = if common.root_is_slash {
         PathBuf::from("/")
     } else {
         common_ancestor(
-            std::iter::once(cwd.as_path())
+            std::iter::once(cwd)
                 .chain(abs_inputs.iter().map(|(_, inside)| inside.as_path()))
                 .chain(abs_outputs.iter().map(|p| p.parent().unwrap_or(p))),
         )
     };
-    let working = under(&root, &cwd);
+    let working = under(&root, cwd);
 
     let mut blobs = Vec::new();
     let mut tree = Tree::default();
@@ -460,35 +450,30 @@ fn by_name(
             _ => w.to_string(),
         })
         .collect();
-    let output_names: Vec<String> = outputs.iter().map(|o| rename(o)).collect();
-    let here = outputs.iter().map(|o| absolute(&cwd, o));
-    let pairs = output_names.clone().into_iter().zip(here).collect();
-    finish(
-        common,
+    Layout {
         arguments,
-        output_names,
-        working.to_string_lossy().into_owned(),
+        working_directory: working.to_string_lossy().into_owned(),
         input_root,
         blobs,
-        pairs,
+        outputs: outputs
+            .iter()
+            .map(|o| (rename(o), absolute(cwd, o)))
+            .collect(),
         uses,
-        Some(why),
-    )
+    }
 }
 
-/// The Command and Action around an input root.
-#[allow(clippy::too_many_arguments)]
-fn finish(
-    common: &Common,
-    arguments: Vec<String>,
-    output_names: Vec<String>,
-    working_directory: String,
-    input_root: re::Digest,
-    mut blobs: Vec<(re::Digest, Vec<u8>)>,
-    outputs: Vec<(String, PathBuf)>,
-    uses: Vec<PathBuf>,
-    by_name: Option<String>,
-) -> JobAction {
+/// The Command and Action around a layout.
+fn finish(common: &Common, layout: Layout, by_name: Option<String>) -> JobAction {
+    let Layout {
+        arguments,
+        working_directory,
+        input_root,
+        mut blobs,
+        outputs,
+        uses,
+    } = layout;
+    let output_names: Vec<String> = outputs.iter().map(|(inside, _)| inside.clone()).collect();
     let mut platform: Vec<re::platform::Property> = common
         .platform
         .iter()
