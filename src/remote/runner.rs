@@ -327,26 +327,41 @@ impl Actions {
     /// run remotely).
     fn build(common: &Common, file: &JobFile<'_>, cwd: &Path) -> (Actions, Vec<Option<String>>) {
         let mut files: HashMap<String, (re::Digest, PathBuf)> = HashMap::new();
-        let mut digests: HashMap<PathBuf, re::Digest> = HashMap::new();
-        // Where each input (by its lexical path) was read.
-        let mut reads: HashMap<PathBuf, PathBuf> = HashMap::new();
+        // Each input by its lexical path: its digest, and where it was read (where the kernel
+        // finds it, through any symlink before a `..`).
+        let mut read: HashMap<PathBuf, (re::Digest, PathBuf)> = HashMap::new();
         let mut why = Vec::with_capacity(file.jobs.len());
         let mut jobs = Vec::with_capacity(file.jobs.len());
         for job in &file.jobs {
             let inputs: Vec<&str> = job.inputs.iter().map(|s| s.as_ref()).collect();
             let outputs: Vec<&str> = job.outputs.iter().map(|s| s.as_ref()).collect();
+            // The job's index shard, whose module table a content-keyed action rewrites: read
+            // once, for its bytes and its digest.
+            let shard_name = match outputs.as_slice() {
+                [out] => Some(format!("{out}.thinlto.bc")),
+                _ => None,
+            };
+            let shard = shard_name
+                .as_deref()
+                .filter(|s| inputs.contains(s))
+                .and_then(|s| Some((s, std::fs::read(cwd.join(s)).ok()?)));
+            if let Some((name, bytes)) = &shard {
+                let there = cwd.join(name);
+                read.insert(
+                    action::absolute(cwd, name),
+                    (action::digest_of(bytes), there),
+                );
+            }
             let mut unreadable = None;
             for input in &inputs {
                 let path = action::absolute(cwd, input);
-                if digests.contains_key(&path) {
+                if read.contains_key(&path) {
                     continue;
                 }
-                // Read where the kernel finds it (through any symlink before a `..`).
-                let read = cwd.join(input);
-                match file_digest(&read) {
+                let there = cwd.join(input);
+                match file_digest(&there) {
                     Ok((d, _)) => {
-                        digests.insert(path.clone(), d);
-                        reads.insert(path, read);
+                        read.insert(path, (d, there));
                     }
                     Err(e) => {
                         unreadable = Some(format!("read its input {input}: {e}"));
@@ -359,19 +374,14 @@ impl Actions {
                 jobs.push(None);
                 continue;
             }
-            // The job's index shard, whose module table a content-keyed action rewrites.
-            let shard = match outputs.as_slice() {
-                [out] => std::fs::read(action::absolute(cwd, &format!("{out}.thinlto.bc"))).ok(),
-                _ => None,
-            };
             let argv: Vec<&str> = job.command.words().map(|w| w.as_ref()).collect();
             let built = action::build(
                 common,
                 &argv,
                 &inputs,
                 &outputs,
-                &|p: &Path| digests.get(p).cloned().unwrap_or_default(),
-                shard.as_deref(),
+                &|p: &Path| read.get(p).map(|(d, _)| d.clone()).unwrap_or_default(),
+                shard.as_ref().map(|(_, bytes)| bytes.as_slice()),
             );
             if built.by_name.is_some() {
                 if let Some(reason) = action::unsuitable(&inputs, &outputs, common.root_is_slash) {
@@ -381,8 +391,8 @@ impl Actions {
                 }
             }
             for path in &built.uses {
-                let d = &digests[path];
-                files.insert(d.hash.clone(), (d.clone(), reads[path].clone()));
+                let (d, there) = &read[path];
+                files.insert(d.hash.clone(), (d.clone(), there.clone()));
             }
             why.push(None);
             jobs.push(Some(built));
