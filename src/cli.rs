@@ -141,7 +141,7 @@ fn explain(e: &clap::Error) -> String {
         .next()
         .unwrap_or("")
         .trim_start_matches('-');
-    let variable = variable_of(long).filter(|var| std::env::var(var).is_ok_and(|v| v == value));
+    let variable = variable_holding(long, &value).map(|(var, _)| var);
     let cause = std::error::Error::source(e)
         .map(|s| format!(": {s}"))
         .unwrap_or_default();
@@ -521,16 +521,22 @@ fn user_program(text: &str) -> Result<String, String> {
     user_path(text).map(String::from)
 }
 
-/// `--option value`, or `VARIABLE=value` when the value is that variable's (a `~` in it
-/// expanded as `user_path` does): how the user gave it, for messages about options whose
-/// origins are not tracked.
+/// The variable of the option `--long` and its text, when the option's value `value` came from
+/// it (as written, or with a `~` expanded as `user_path` does).
+fn variable_holding(long: &str, value: &str) -> Option<(String, String)> {
+    let var = variable_of(long)?;
+    let raw = std::env::var(&var).ok()?;
+    let expanded = user_path(&raw).map(String::from).unwrap_or(raw.clone());
+    (raw == value || expanded == value).then_some((var, raw))
+}
+
+/// `--option value`, or `VARIABLE=value` when the value is that variable's: how the user gave
+/// it, for messages about options whose origins are not tracked.
 fn as_given(option: &str, value: &str) -> String {
-    let from_variable = variable_of(option.trim_start_matches('-')).and_then(|var| {
-        let raw = std::env::var(&var).ok()?;
-        let expanded = user_path(&raw).map(String::from).unwrap_or(raw.clone());
-        (raw == value || expanded == value).then(|| format!("{var}={raw}"))
-    });
-    from_variable.unwrap_or_else(|| format!("{option} {value}"))
+    match variable_holding(option.trim_start_matches('-'), value) {
+        Some((var, raw)) => format!("{var}={raw}"),
+        None => format!("{option} {value}"),
+    }
 }
 
 /// NAME=VALUE, NAME not empty.
@@ -591,7 +597,7 @@ impl RemoteArgs {
             Ok(Some(pem))
         };
         let url = self.remote.as_deref().unwrap_or_default();
-        if !(url.starts_with("grpcs://") || url.starts_with("https://")) {
+        if !crate::remote::reapi::uses_tls(url) {
             let given = [
                 ("--remote-ca", &self.remote_ca),
                 ("--remote-client-cert", &self.remote_client_cert),

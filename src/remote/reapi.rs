@@ -84,6 +84,11 @@ pub struct Capabilities {
     pub api: String,
 }
 
+/// Whether `url` names a TLS server (grpcs:// or https://).
+pub fn uses_tls(url: &str) -> bool {
+    url.starts_with("grpcs://") || url.starts_with("https://")
+}
+
 fn endpoint(target: &Target) -> Result<Endpoint, String> {
     let url = &target.url;
     let (uri, tls) = if let Some(rest) = url.strip_prefix("grpc://") {
@@ -149,9 +154,7 @@ fn headers(target: &Target) -> Result<Headers, String> {
 /// CertificateRequired) or, as grpc-core does, closes the connection without one, which the
 /// first call sees as a missing close_notify, a broken pipe or a cancelled call.
 fn with_tls_hint(target: &Target, error: String) -> String {
-    let tls = ["grpcs://", "https://"]
-        .iter()
-        .any(|p| target.url.starts_with(p));
+    let tls = uses_tls(&target.url);
     let signs = [
         "CertificateRequired",
         "HandshakeFailure",
@@ -181,24 +184,19 @@ pub fn describe(s: &tonic::Status) -> String {
         name.push(c.to_ascii_uppercase());
     }
     let message = s.message().lines().next().unwrap_or("");
-    let mut line = if message.is_empty() {
+    let cause = std::error::Error::source(s).map(error_chain);
+    // The words after the code: the message, then the cause unless the message holds it; a
+    // cause that begins with the message ("transport error: transport error: ...") stands alone.
+    let words = match cause {
+        Some(cause) if cause.starts_with(message) => cause,
+        Some(cause) if !message.contains(&cause) => format!("{message}: {cause}"),
+        _ => message.to_string(),
+    };
+    if words.is_empty() {
         name
     } else {
-        format!("{name}: {message}")
-    };
-    if let Some(cause) = std::error::Error::source(s) {
-        let cause = error_chain(cause);
-        if cause.starts_with(message) {
-            // "transport error" and a cause that says it again.
-            line = format!(
-                "{}: {cause}",
-                line.strip_suffix(&format!(": {message}")).unwrap_or(&line)
-            );
-        } else if !line.contains(&cause) {
-            line = format!("{line}: {cause}");
-        }
+        format!("{name}: {words}")
     }
-    line
 }
 
 /// Whether a failed call is worth trying again.
