@@ -9,6 +9,9 @@ use std::process::{Command, Output};
 
 pub const BRIDGE: &str = env!("CARGO_BIN_EXE_dtlto-bridge");
 
+/// What examples/hello prints.
+pub const HELLO: &str = "hello from dtlto-bridge: add=5 mul=20 square=36\n";
+
 /// Removes from `cmd`'s environment everything of the developer's that would change what
 /// dtlto-bridge or make does: `DTLTO_BRIDGE_*`, jobservers, and make's flags.
 pub fn isolate(cmd: &mut Command) -> &mut Command {
@@ -188,16 +191,26 @@ impl Space {
 
     /// Compiles C source to ThinLTO bitcode.
     pub fn compile(&self, source: &Path, object: &str) {
+        self.compile_with("clang-22", source, object);
+    }
+
+    /// Compiles C source to ThinLTO bitcode with `clang` (clang-19, ...).
+    pub fn compile_with(&self, clang: &str, source: &Path, object: &str) {
         let src = source.to_str().unwrap();
-        self.ok(&mut self.command("clang-22", &["-O2", "-flto=thin", "-c", src, "-o", object]));
+        self.ok(&mut self.command(clang, &["-O2", "-flto=thin", "-c", src, "-o", object]));
     }
 
     /// Builds examples/hello here: plain objects, a regular archive, a thin archive.
     /// Returns the link inputs in order.
     pub fn hello(&self) -> Vec<String> {
+        self.hello_with("clang-22")
+    }
+
+    /// `hello`, compiled by `clang`.
+    pub fn hello_with(&self, clang: &str) -> Vec<String> {
         let src = examples().join("hello");
         for f in ["main", "add", "mul", "sq", "greeting"] {
-            self.compile(&src.join(format!("{f}.c")), &format!("{f}.o"));
+            self.compile_with(clang, &src.join(format!("{f}.c")), &format!("{f}.o"));
         }
         self.ok(&mut self.command("llvm-ar-22", &["rc", "libmul.a", "mul.o"]));
         self.ok(&mut self.command("llvm-ar-22", &["rc", "--thin", "libsq.a", "sq.o"]));
@@ -351,4 +364,41 @@ pub fn assert_costliest_first(s: &Space, how: &str) {
         (0..14).rev().collect::<Vec<_>>(),
         "{how}: jobs must start costliest first: {starts:?}"
     );
+}
+
+/// The golden files of tests/golden: each output compared with its file, or, with
+/// UPDATE_GOLDEN=1, written to it.
+pub struct Goldens {
+    dir: PathBuf,
+    update: bool,
+    stale: Vec<String>,
+}
+
+impl Goldens {
+    pub fn new() -> Goldens {
+        Goldens {
+            dir: Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden"),
+            update: std::env::var_os("UPDATE_GOLDEN").is_some(),
+            stale: Vec::new(),
+        }
+    }
+
+    /// Compares (or writes) the golden file `name`.
+    pub fn check(&mut self, name: &str, got: &str) {
+        let golden = self.dir.join(name);
+        if self.update {
+            fs::write(&golden, got).unwrap();
+        } else if fs::read_to_string(&golden).ok().as_deref() != Some(got) {
+            self.stale.push(golden.display().to_string());
+        }
+    }
+
+    /// Fails when any output differed from its file.
+    pub fn finish(self) {
+        let stale = self.stale;
+        assert!(
+            stale.is_empty(),
+            "emitted output differs from {stale:?}; check the diff and rerun with UPDATE_GOLDEN=1"
+        );
+    }
 }

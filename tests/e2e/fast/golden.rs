@@ -3,7 +3,7 @@
 //! `UPDATE_GOLDEN=1 cargo test --test e2e golden` rewrites tests/golden/ from the current output
 //! (this file's and full/golden.rs's).
 
-use crate::space::{require, Space, FORMATS};
+use crate::space::{require, Goldens, Space, FORMATS};
 use std::path::{Path, PathBuf};
 
 const CASES: [&str; 3] = ["hello", "nasty", "placeholder"];
@@ -24,9 +24,7 @@ fn emit(s: &Space, name: &str, format: &str, wrapper: &str) -> String {
 #[test]
 fn emitted_files_match_the_golden_files() {
     let s = Space::new();
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden");
-    let update = std::env::var_os("UPDATE_GOLDEN").is_some();
-    let mut stale = Vec::new();
+    let mut goldens = Goldens::new();
     // (golden file, job file, wrapper): `lists` gives each job its own wrapper words.
     let mut cases: Vec<(&str, &str, &str)> = CASES
         .iter()
@@ -50,18 +48,10 @@ fn emitted_files_match_the_golden_files() {
     for (golden_name, name, wrapper) in cases {
         for (format, ext) in FORMATS {
             let got = emit(&s, name, format, wrapper);
-            let golden = dir.join(format!("{golden_name}.{ext}"));
-            if update {
-                std::fs::write(&golden, &got).unwrap();
-            } else if std::fs::read_to_string(&golden).ok().as_deref() != Some(got.as_str()) {
-                stale.push(golden.display().to_string());
-            }
+            goldens.check(&format!("{golden_name}.{ext}"), &got);
         }
     }
-    assert!(
-        stale.is_empty(),
-        "emitted output differs from {stale:?}; check the diff and rerun with UPDATE_GOLDEN=1"
-    );
+    goldens.finish();
 }
 
 /// The job commands, wrapper first, as dtlto-bridge's own parser reads them.

@@ -2,12 +2,10 @@
 //! links of one output.
 
 use crate::space::{
-    assert_linked, require, stderr, wait_for, wrapper_arg, Space, BAD_WRAPPERS, BRIDGE,
+    assert_linked, require, stderr, wait_for, wrapper_arg, Space, BAD_WRAPPERS, BRIDGE, HELLO,
 };
 use std::path::Path;
 use std::process::{Child, Stdio};
-
-const HELLO: &str = "hello from dtlto-bridge: add=5 mul=20 square=36\n";
 
 #[test]
 fn a_failing_wrapper_falls_back_to_a_local_run_with_both_backends() {

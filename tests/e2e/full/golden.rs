@@ -2,19 +2,16 @@
 //!
 //! `UPDATE_GOLDEN=1 cargo test --test e2e golden` rewrites tests/golden/ from the current output.
 
-use crate::space::{Space, BRIDGE, FORMATS};
-use std::path::Path;
+use crate::space::{Goldens, Space, BRIDGE, FORMATS};
 
 /// `link --emit` of lld itself (no driver, so no paths of this machine's C runtime): the whole
 /// flow as build.ninja and Makefile.
 #[test]
 fn emitted_link_files_match_the_golden_files() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden");
-    let update = std::env::var_os("UPDATE_GOLDEN").is_some();
     let s = Space::new();
     let inputs = s.hello();
     std::fs::rename(s.path("greeting.o"), s.path("greet #1 (v2).o")).unwrap();
-    let mut stale = Vec::new();
+    let mut goldens = Goldens::new();
     for (format, ext) in FORMATS {
         let file = format!("link.{ext}");
         let mut cmd = s.bridge(&["link", "--backend", format, "--emit", &file]);
@@ -45,15 +42,7 @@ fn emitted_link_files_match_the_golden_files() {
             got.contains("dtlto-bridge link --quiet --emit-check --backend="),
             "{got}"
         );
-        let golden = dir.join(format!("link.{ext}"));
-        if update {
-            std::fs::write(&golden, &got).unwrap();
-        } else if std::fs::read_to_string(&golden).ok().as_deref() != Some(got.as_str()) {
-            stale.push(golden.display().to_string());
-        }
+        goldens.check(&format!("link.{ext}"), &got);
     }
-    assert!(
-        stale.is_empty(),
-        "emitted output differs from {stale:?}; check the diff and rerun with UPDATE_GOLDEN=1"
-    );
+    goldens.finish();
 }

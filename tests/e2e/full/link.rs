@@ -1,9 +1,7 @@
 //! Real DTLTO links: clang-22 and ld.lld-22 run dtlto-bridge as their distributor.
 
-use crate::space::{assert_linked, require, stderr, Space, BRIDGE};
+use crate::space::{assert_linked, require, stderr, Space, BRIDGE, HELLO};
 use std::path::Path;
-
-const HELLO: &str = "hello from dtlto-bridge: add=5 mul=20 square=36\n";
 
 fn bridge() -> &'static Path {
     Path::new(BRIDGE)

@@ -181,7 +181,7 @@ fn keys(report: &Value) -> Vec<String> {
         .collect()
 }
 
-fn ran(report: &Value) -> Vec<String> {
+pub fn ran(report: &Value) -> Vec<String> {
     report["jobs"]
         .as_array()
         .unwrap_or(&Vec::new())
@@ -189,8 +189,6 @@ fn ran(report: &Value) -> Vec<String> {
         .map(|j| j["ran"].as_str().unwrap().to_string())
         .collect()
 }
-
-const HELLO: &str = "hello from dtlto-bridge: add=5 mul=20 square=36\n";
 
 #[test]
 fn every_job_of_a_link_with_archives_and_parent_directory_inputs_runs_on_a_worker() {
@@ -507,23 +505,8 @@ fn a_job_keyed_by_name_with_an_absolute_path_runs_here_and_says_why() {
 fn an_interrupt_cancels_the_remote_operations_and_leaves_nothing() {
     let mut farm = Farm::start(1, &["--delay", "5"]);
     let space = Space::new();
-    let inputs = space.hello();
     // The job file and its inputs, kept to run dtlto-bridge on them directly.
-    let saved = space.tmp.with_file_name("saved");
-    let save = format!("--save={}", saved.display());
-    let out = space.link(Path::new(BRIDGE), &[&save], &inputs, "prog");
-    assert_linked(&out);
-    let run_dir = fs::read_dir(&saved)
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
-    let job_file = fs::read_dir(&run_dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.extension().is_some_and(|e| e == "json"))
-        .unwrap();
+    let (run_dir, job_file) = saved_link(&space);
     let mut cmd = Command::new(BRIDGE);
     space.env(&mut cmd);
     cmd.current_dir(&run_dir)
@@ -766,23 +749,7 @@ fn dtlto_bridge_link_on_clang_19_runs_its_jobs_on_the_workers() {
 /// `dtlto-bridge link` command that links it with lld-19 on `farm`, writing
 /// `report.json` beside the space's TMPDIR.
 fn classic_link_19(space: &Space, farm: &Farm) -> Command {
-    let src = examples().join("hello");
-    for f in ["main", "add", "mul", "sq", "greeting"] {
-        let c = src.join(format!("{f}.c"));
-        space.ok(&mut space.command(
-            "clang-19",
-            &[
-                "-O2",
-                "-flto=thin",
-                "-c",
-                c.to_str().unwrap(),
-                "-o",
-                &format!("{f}.o"),
-            ],
-        ));
-    }
-    space.ok(&mut space.command("llvm-ar-22", &["rc", "libmul.a", "mul.o"]));
-    space.ok(&mut space.command("llvm-ar-22", &["rc", "--thin", "libsq.a", "sq.o"]));
+    let inputs = space.hello_with("clang-19");
     let report_path = space.tmp.with_file_name("report.json");
     let mut cmd = space.bridge(&["link", &format!("--report={}", report_path.display())]);
     cmd.args(farm.args()).arg("--");
@@ -794,6 +761,6 @@ fn classic_link_19(space: &Space, farm: &Farm) -> Command {
         "-o",
         "prog",
     ]);
-    cmd.args(["main.o", "add.o", "greeting.o", "libmul.a", "libsq.a"]);
+    cmd.args(inputs);
     cmd
 }

@@ -2,7 +2,7 @@
 //! every client for a certificate signed by the test authority), certificates made by openssl
 //! for each test. The workers use the server's Unix socket; dtlto-bridge uses the TLS port.
 
-use super::remote::Farm;
+use super::remote::{ran, Farm};
 use crate::space::*;
 use std::fs;
 use std::net::{TcpListener, TcpStream};
@@ -149,11 +149,15 @@ fn mutual_tls_runs_jobs_remotely_and_a_missing_client_certificate_is_named() {
         }
         v
     };
+    // doctor with these options, HOME pointing at the certificates.
+    let doctor = |args: Vec<String>| {
+        let mut cmd = s.bridge(&["doctor"]);
+        cmd.args(args).env("HOME", &certs);
+        cmd
+    };
 
-    // doctor's round trip, HOME pointing at the certificates.
-    let mut doctor = s.bridge(&["doctor"]);
-    doctor.args(tls(true)).env("HOME", &certs);
-    let out = s.ok(&mut doctor);
+    // doctor's round trip.
+    let out = s.ok(&mut doctor(tls(true)));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("remote:    "), "{text}");
     assert!(!text.contains("MISSING"), "{text}");
@@ -180,26 +184,15 @@ fn mutual_tls_runs_jobs_remotely_and_a_missing_client_certificate_is_named() {
         .env("HOME", &certs);
     let out = link.output().unwrap();
     assert_linked(&out);
-    assert_eq!(
-        s.run_program("prog"),
-        "hello from dtlto-bridge: add=5 mul=20 square=36\n"
-    );
+    assert_eq!(s.run_program("prog"), HELLO);
     let report: serde_json::Value =
         serde_json::from_str(&fs::read_to_string(&report).unwrap()).unwrap();
-    let ran: Vec<&str> = report["jobs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|j| j["ran"].as_str().unwrap())
-        .collect();
-    assert_eq!(ran, ["remote"; 5], "{}", stderr(&out));
+    assert_eq!(ran(&report), ["remote"; 5], "{}", stderr(&out));
     assert_eq!(farm.executed().len(), probes + 5);
 
     // No client certificate: the server ends the handshake; doctor names the remote as the
     // problem and gives the cause.
-    let mut doctor = s.bridge(&["doctor"]);
-    doctor.args(tls(false)).env("HOME", &certs);
-    let out = doctor.output().unwrap();
+    let out = doctor(tls(false)).output().unwrap();
     assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("remote:    MISSING: "), "{text}");
@@ -230,16 +223,13 @@ fn mutual_tls_runs_jobs_remotely_and_a_missing_client_certificate_is_named() {
         stderr(&out)
     );
     s.write("not.pem", "just text\n");
-    let mut bad = s.bridge(&["doctor"]);
-    bad.args(tls(false)).args([
-        format!(
-            "--remote-client-cert={}",
-            certs.join("client.pem").display()
-        ),
-        "--remote-client-key=not.pem".to_string(),
-    ]);
-    bad.env("HOME", &certs);
-    let out = bad.output().unwrap();
+    let mut bad = tls(false);
+    bad.push(format!(
+        "--remote-client-cert={}",
+        certs.join("client.pem").display()
+    ));
+    bad.push("--remote-client-key=not.pem".into());
+    let out = doctor(bad).output().unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(
         stderr(&out).contains("read --remote-client-key not.pem: not a PEM file"),
@@ -247,13 +237,10 @@ fn mutual_tls_runs_jobs_remotely_and_a_missing_client_certificate_is_named() {
         stderr(&out)
     );
     // A certificate with another's key: named, with rustls's cause.
-    let mut mismatch = s.bridge(&["doctor"]);
-    mismatch.args(tls(false)).args([
-        "--remote-client-cert=~/client.pem",
-        "--remote-client-key=~/server.key",
-    ]);
-    mismatch.env("HOME", &certs);
-    let out = mismatch.output().unwrap();
+    let mut mismatch = tls(false);
+    mismatch.push("--remote-client-cert=~/client.pem".into());
+    mismatch.push("--remote-client-key=~/server.key".into());
+    let out = doctor(mismatch).output().unwrap();
     assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
@@ -262,13 +249,8 @@ fn mutual_tls_runs_jobs_remotely_and_a_missing_client_certificate_is_named() {
         ),
         "{text}"
     );
-    let mut plain = s.bridge(&[
-        "doctor",
-        "--remote=grpc://127.0.0.1:1",
-        "--remote-ca=~/ca.pem",
-    ]);
-    plain.env("HOME", &certs);
-    let out = plain.output().unwrap();
+    let plain = ["--remote=grpc://127.0.0.1:1", "--remote-ca=~/ca.pem"];
+    let out = doctor(plain.map(String::from).to_vec()).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(
         stderr(&out).contains(&format!(
