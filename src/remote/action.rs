@@ -80,9 +80,9 @@ pub fn absolute(cwd: &Path, path: &str) -> PathBuf {
     out
 }
 
-/// Why job cannot run remotely, if it cannot: a path written absolute only exists where the
-/// workers mount the input root at `/`.
-pub fn unsuitable(inputs: &[&str], outputs: &[&str], root_is_slash: bool) -> Option<String> {
+/// Why a job keyed by names cannot run remotely, if it cannot: a path written absolute only
+/// exists where the workers mount the input root at `/`.
+fn unsuitable(inputs: &[&str], outputs: &[&str], root_is_slash: bool) -> Option<String> {
     if root_is_slash {
         return None;
     }
@@ -371,8 +371,9 @@ fn by_content(
     })
 }
 
-/// The action of a job. `digest_of_file` gives the digest of an input (absolute path), and
-/// `shard` the bytes of the job's index shard (`OUTPUT.thinlto.bc`) when it was read.
+/// The action of a job, or why it cannot run remotely (a path keyed by name that the workers
+/// cannot see). `digest_of_file` gives the digest of an input (absolute path), and `shard` the
+/// bytes of the job's index shard (`OUTPUT.thinlto.bc`) when it was read.
 pub fn build(
     common: &Common,
     argv: &[&str],
@@ -380,16 +381,21 @@ pub fn build(
     outputs: &[&str],
     digest_of_file: &dyn Fn(&Path) -> re::Digest,
     shard: Option<&[u8]>,
-) -> JobAction {
+) -> Result<JobAction, String> {
     let cwd = absolute(&common.cwd, ".");
     let (layout, by_name) = match by_content(&cwd, argv, inputs, outputs, digest_of_file, shard) {
         Ok(layout) => (layout, None),
-        Err(why) => (
-            by_names(common, &cwd, argv, inputs, outputs, digest_of_file),
-            Some(why),
-        ),
+        Err(why) => {
+            if let Some(reason) = unsuitable(inputs, outputs, common.root_is_slash) {
+                return Err(reason);
+            }
+            (
+                by_names(common, &cwd, argv, inputs, outputs, digest_of_file),
+                Some(why),
+            )
+        }
     };
-    finish(common, layout, by_name)
+    Ok(finish(common, layout, by_name))
 }
 
 /// The layout of a job whose files keep their places and names (but for its own object and
@@ -582,7 +588,8 @@ mod tests {
             &["x.1.77.native.o"],
             &fake,
             None,
-        );
+        )
+        .unwrap();
         let (_, command, root) = parts(&a);
         assert_eq!(command.working_directory, "out");
         let names: Vec<&str> = root.directories.iter().map(|d| d.name.as_str()).collect();
@@ -608,7 +615,8 @@ mod tests {
             &["main.1.77.native.o"],
             &fake,
             None,
-        );
+        )
+        .unwrap();
         let (_, command, root) = parts(&a);
         assert_eq!(
             command.arguments[3..],
@@ -635,7 +643,8 @@ mod tests {
             &["main.3.91.native.o"],
             &fake,
             None,
-        );
+        )
+        .unwrap();
         assert_eq!(a.action_digest, b.action_digest);
     }
 
@@ -649,7 +658,8 @@ mod tests {
             &["o.o"],
             &fake,
             None,
-        );
+        )
+        .unwrap();
         let (_, command, _) = parts(&a);
         assert_eq!(command.output_paths, ["o.o"]);
     }
@@ -657,13 +667,13 @@ mod tests {
     #[test]
     fn the_compiler_identity_and_cache_setting_change_the_action() {
         let argv = ["cc", "-c", "m.o", "-o", "o.o"];
-        let one = build(&common("/b"), &argv, &["m.o"], &["o.o"], &fake, None);
+        let one = build(&common("/b"), &argv, &["m.o"], &["o.o"], &fake, None).unwrap();
         let mut c = common("/b");
         c.identity = "y".into();
-        let two = build(&c, &argv, &["m.o"], &["o.o"], &fake, None);
+        let two = build(&c, &argv, &["m.o"], &["o.o"], &fake, None).unwrap();
         assert_ne!(one.action_digest, two.action_digest);
         c.cache = false;
-        let (action, _, _) = parts(&build(&c, &argv, &["m.o"], &["o.o"], &fake, None));
+        let (action, _, _) = parts(&build(&c, &argv, &["m.o"], &["o.o"], &fake, None).unwrap());
         assert!(action.do_not_cache);
     }
 
@@ -708,6 +718,7 @@ mod tests {
             fake,
             Some(&shard),
         )
+        .unwrap()
     }
 
     /// A file's digest from its name with lld's pid and any directory taken out: the same
@@ -785,7 +796,8 @@ mod tests {
             &["o.o"],
             &fake,
             None,
-        );
+        )
+        .unwrap();
         assert!(a.by_name.unwrap().contains("could not be read"));
         // Two modules with the same bytes would share a name.
         let same = |_: &Path| digest_of(b"same");
@@ -811,7 +823,7 @@ mod tests {
             "o.o",
             "-fprofile-use=add.o",
         ];
-        let c = build(&common("/b"), &argv, &inputs, &["o.o"], &fake, Some(SHARD));
+        let c = build(&common("/b"), &argv, &inputs, &["o.o"], &fake, Some(SHARD)).unwrap();
         assert!(c.by_name.unwrap().contains("names one of its files"));
         // The same job without that argument is keyed by content.
         let c = build(
@@ -821,7 +833,8 @@ mod tests {
             &["o.o"],
             &fake,
             Some(SHARD),
-        );
+        )
+        .unwrap();
         assert_eq!(c.by_name, None);
         // A `..` after a directory name: the kernel resolves it through a symlink, if any.
         let mut odd = inputs.clone();
@@ -833,7 +846,8 @@ mod tests {
             &["o.o"],
             &fake,
             Some(SHARD),
-        );
+        )
+        .unwrap();
         assert!(c
             .by_name
             .unwrap()
@@ -846,7 +860,8 @@ mod tests {
             &["o.o"],
             &fake,
             Some(b"text"),
-        );
+        )
+        .unwrap();
         assert!(d.by_name.unwrap().contains("magic"));
     }
 

@@ -383,13 +383,14 @@ impl Actions {
                 &|p: &Path| read.get(p).map(|(d, _)| d.clone()).unwrap_or_default(),
                 shard.as_ref().map(|(_, bytes)| bytes.as_slice()),
             );
-            if built.by_name.is_some() {
-                if let Some(reason) = action::unsuitable(&inputs, &outputs, common.root_is_slash) {
+            let built = match built {
+                Ok(built) => built,
+                Err(reason) => {
                     why.push(Some(reason));
                     jobs.push(None);
                     continue;
                 }
-            }
+            };
             for path in &built.uses {
                 let (d, there) = &read[path];
                 files.insert(d.hash.clone(), (d.clone(), there.clone()));
@@ -448,7 +449,7 @@ pub fn probe(options: &Options) -> Result<String, String> {
             &["doctor.txt"],
             &|_| action::digest_of(b""),
             None,
-        );
+        )?;
         client
             .batch_upload(job.blobs.clone())
             .await
