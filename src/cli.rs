@@ -306,12 +306,13 @@ pub struct RunArgs {
     )]
     pub order: Order,
 
-    /// Where to remember each module's job duration between links, to start the longest first
+    /// Where to remember each module's job duration between links, to start the longest first,
+    /// and what went into its remote action, to say why it missed the cache
     /// [default: $XDG_CACHE_HOME/dtlto-bridge, else ~/.cache/dtlto-bridge].
     #[arg(long, value_name = "DIR", env = "DTLTO_BRIDGE_HISTORY", value_parser = user_path)]
     pub history: Option<Utf8PathBuf>,
 
-    /// Neither use nor update the remembered durations (order by input bytes alone).
+    /// Neither use nor update the history (order by input bytes alone; cache misses unexplained).
     #[arg(long, env = "DTLTO_BRIDGE_NO_HISTORY", value_parser = clap::builder::BoolishValueParser::new())]
     pub no_history: bool,
 
@@ -497,6 +498,28 @@ pub struct RemoteArgs {
     /// The workers mount the input root at / : jobs with absolute paths may run remotely too.
     #[arg(long, env = "DTLTO_BRIDGE_REMOTE_ABSOLUTE_PATHS", value_parser = clap::builder::BoolishValueParser::new())]
     pub remote_absolute_paths: bool,
+
+    /// How each job's action names its files, and so what its action-cache key depends on.
+    #[arg(
+        long,
+        value_name = "HOW",
+        value_enum,
+        env = "DTLTO_BRIDGE_REMOTE_KEY",
+        default_value = "content"
+    )]
+    pub remote_key: RemoteKey,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum RemoteKey {
+    /// By what the files hold: modules by digest, the index shard's module table rewritten to
+    /// match; the same action in every link and checkout. A job it cannot be sure of is keyed
+    /// by names, and the report says why.
+    #[default]
+    Content,
+    /// By where the files are and what lld named them (lld's pid and counters included): an
+    /// action shared only with links that name everything alike.
+    Names,
 }
 
 /// A path the user typed, with a leading `~` or `~/` replaced by the home directory: no shell
@@ -577,6 +600,7 @@ impl RemoteArgs {
             cache: !self.remote_no_cache,
             platform: self.remote_platform.clone(),
             root_is_slash: self.remote_absolute_paths,
+            by_content: self.remote_key == RemoteKey::Content,
         }))
     }
 }

@@ -573,7 +573,33 @@ fn settle(p: &Prepared<'_>, executed: Executed, watch: &Watch) -> Settled {
     }
 }
 
-fn conclude(p: Prepared<'_>, s: Settled, watch: &Watch) -> Result<(), Fail> {
+/// Says, for each job that went to the server and did not come from its action cache, why
+/// (`RemoteInfo::miss`).
+fn explain_misses(
+    args: &RunArgs,
+    history: Option<&History>,
+    file: &JobFile<'_>,
+    outcomes: &mut [Outcome],
+) {
+    for o in outcomes.iter_mut() {
+        let Some(r) = o.remote.as_mut().filter(|r| !r.cached) else {
+            continue;
+        };
+        let why = if args.remote.remote_no_cache {
+            "the action cache is off (--remote-no-cache)".to_string()
+        } else if let Some(h) = history {
+            h.why_missed(file, o.index, &r.ingredients)
+        } else {
+            "no history to compare with (--no-history)".to_string()
+        };
+        r.miss = Some(match r.key.strip_prefix("names: ") {
+            Some(names) => format!("keyed by names ({names}); {why}"),
+            None => why,
+        });
+    }
+}
+
+fn conclude(p: Prepared<'_>, mut s: Settled, watch: &Watch) -> Result<(), Fail> {
     let Prepared {
         args,
         file,
@@ -587,6 +613,7 @@ fn conclude(p: Prepared<'_>, s: Settled, watch: &Watch) -> Result<(), Fail> {
     for w in &s.warnings {
         report::warning(w);
     }
+    explain_misses(args, history.as_ref(), &file, &mut s.outcomes);
     let record = record::build(&record::RunInfo {
         file: &file,
         wrapper: &wrapper,
@@ -613,7 +640,12 @@ fn conclude(p: Prepared<'_>, s: Settled, watch: &Watch) -> Result<(), Fail> {
         report::fallbacks(&file, &s.outcomes);
         if let Some(h) = &mut history {
             let seconds: Vec<Option<f64>> = record.jobs.iter().map(|j| j.seconds).collect();
-            if let Err(e) = h.record(&file, &seconds) {
+            let actions: Vec<_> = s
+                .outcomes
+                .iter()
+                .map(|o| o.remote.as_ref().map(|r| &r.ingredients))
+                .collect();
+            if let Err(e) = h.record(&file, &seconds, &actions) {
                 report::warning(&format!("remember job durations: {e}"));
             }
         }

@@ -134,6 +134,13 @@ pub struct RemoteInfo {
     /// How the action names the job's files: "content" (the same action in every link and
     /// checkout), or "names: " and why it could not be keyed by content.
     pub key: String,
+    /// Why it was not taken from the action cache, when it was not: what changed since the
+    /// last link of the same output here (see `report::history`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub miss: Option<String>,
+    /// Labels and digests of what went into its action, to compare with the next link's.
+    #[serde(skip)]
+    pub ingredients: std::collections::BTreeMap<String, String>,
 }
 
 /// What the remote path did for the whole link.

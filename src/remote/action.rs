@@ -47,6 +47,8 @@ pub struct Common {
     pub platform: Vec<(String, String)>,
     /// Whether the action may be cached.
     pub cache: bool,
+    /// Whether jobs are keyed by content where they can be (else always by names).
+    pub by_content: bool,
 }
 
 /// One job as an action, with everything that has to be in the CAS before it executes.
@@ -63,7 +65,14 @@ pub struct JobAction {
     /// Why the action names its files by where they are rather than by content (None: by
     /// content).
     pub by_name: Option<String>,
+    /// What went into the action, each by a label that stays from link to link, with a digest:
+    /// to say which of them changed when the action misses the cache.
+    pub ingredients: Ingredients,
 }
+
+/// Labels (`the compiler`, `the command`, `the module M`, `an import M`, `the index shard`;
+/// `M` without lld's counter and pid) and digests of what went into an action.
+pub type Ingredients = std::collections::BTreeMap<String, String>;
 
 /// `path` against `cwd`, with `.` and `..` resolved lexically.
 pub fn absolute(cwd: &Path, path: &str) -> PathBuf {
@@ -230,6 +239,8 @@ struct Layout {
     outputs: Vec<(String, PathBuf)>,
     /// The files here (absolute) whose content the input root holds.
     uses: Vec<PathBuf>,
+    /// The digest of the index shard the action holds, when it is not the file's (rewritten).
+    shard: Option<String>,
 }
 
 /// The extension of a module's file name, dot included, when it is a short plain one (`.o`,
@@ -359,6 +370,7 @@ fn by_content(
     }
     let shard_digest = digest_of(&new_shard);
     tree.add_file(Path::new(&new_shard_name), shard_digest.clone());
+    let shard = Some(shard_digest.hash.clone());
     blobs.push((shard_digest, new_shard));
     let input_root = tree.finish(&mut blobs);
     Ok(Layout {
@@ -368,6 +380,7 @@ fn by_content(
         blobs,
         outputs: vec![(new_out, absolute(cwd, out))],
         uses,
+        shard,
     })
 }
 
@@ -383,7 +396,11 @@ pub fn build(
     shard: Option<&[u8]>,
 ) -> Result<JobAction, String> {
     let cwd = absolute(&common.cwd, ".");
-    let (layout, by_name) = match by_content(&cwd, argv, inputs, outputs, digest_of_file, shard) {
+    let content = match common.by_content {
+        true => by_content(&cwd, argv, inputs, outputs, digest_of_file, shard),
+        false => Err("--remote-key names".to_string()),
+    };
+    let (layout, by_name) = match content {
         Ok(layout) => (layout, None),
         Err(why) => {
             if let Some(reason) = unsuitable(inputs, outputs, common.root_is_slash) {
@@ -395,7 +412,57 @@ pub fn build(
             )
         }
     };
-    Ok(finish(common, layout, by_name))
+    let ingredients = ingredients(common, &cwd, argv, inputs, outputs, digest_of_file, &layout);
+    let mut job = finish(common, layout, by_name);
+    job.ingredients = ingredients;
+    Ok(job)
+}
+
+/// What went into a job's action (see `Ingredients`).
+fn ingredients(
+    common: &Common,
+    cwd: &Path,
+    argv: &[&str],
+    inputs: &[&str],
+    outputs: &[&str],
+    digest_of_file: &dyn Fn(&Path) -> re::Digest,
+    layout: &Layout,
+) -> Ingredients {
+    let short = |hash: &str| hash[..16.min(hash.len())].to_string();
+    let words = |list: &[String]| short(&crate::fsutil::sha256_hex(list.join("\0").as_bytes()));
+    let shard = outputs.first().map(|o| format!("{o}.thinlto.bc"));
+    // The command without the names of its files, which have their own ingredients.
+    let index_flag = shard.as_ref().map(|s| format!("-fthinlto-index={s}"));
+    let mut command: Vec<String> = argv
+        .iter()
+        .map(|w| match w {
+            w if inputs.contains(w) || outputs.contains(w) => "<file>".to_string(),
+            w if Some(*w) == index_flag.as_deref() => "-fthinlto-index=<file>".to_string(),
+            w => w.to_string(),
+        })
+        .collect();
+    command.push(layout.working_directory.clone());
+    command.extend(common.platform.iter().map(|(k, v)| format!("{k}={v}")));
+    let mut made = Ingredients::new();
+    made.insert("the compiler".into(), words(std::slice::from_ref(&common.identity)));
+    made.insert("the command".into(), words(&command));
+    for (k, input) in inputs.iter().enumerate() {
+        let label = if Some(*input) == shard.as_deref() {
+            "the index shard".to_string()
+        } else {
+            let name = crate::report::history::module_key(input);
+            match k {
+                0 => format!("the module {name}"),
+                _ => format!("an import {name}"),
+            }
+        };
+        let hash = match (&layout.shard, label == "the index shard") {
+            (Some(rewritten), true) => rewritten.clone(),
+            _ => digest_of_file(&absolute(cwd, input)).hash,
+        };
+        made.insert(label, short(&hash));
+    }
+    made
 }
 
 /// The layout of a job whose files keep their places and names (but for its own object and
@@ -466,6 +533,7 @@ fn by_names(
             .map(|o| (rename(o), absolute(cwd, o)))
             .collect(),
         uses,
+        shard: None,
     }
 }
 
@@ -478,6 +546,7 @@ fn finish(common: &Common, layout: Layout, by_name: Option<String>) -> JobAction
         mut blobs,
         outputs,
         uses,
+        shard: _,
     } = layout;
     let output_names: Vec<String> = outputs.iter().map(|(inside, _)| inside.clone()).collect();
     let mut platform: Vec<re::platform::Property> = common
@@ -525,6 +594,7 @@ fn finish(common: &Common, layout: Layout, by_name: Option<String>) -> JobAction
         outputs,
         uses,
         by_name,
+        ingredients: Ingredients::new(),
     }
 }
 
@@ -538,6 +608,7 @@ mod tests {
             root_is_slash: false,
             identity: "x".into(),
             platform: vec![("OSFamily".into(), "linux".into())],
+            by_content: true,
             cache: true,
         }
     }
@@ -763,7 +834,25 @@ mod tests {
         ] {
             assert_eq!(b.by_name, None);
             assert_eq!(a.action_digest, b.action_digest);
+            // The same digests, labelled by the paths as lld gave them.
+            let digests = |j: &JobAction| j.ingredients.values().cloned().collect::<Vec<_>>();
+            assert_eq!(digests(&a), digests(&b));
         }
+        // What went in, by names that stay from link to link.
+        let labels: Vec<&str> = a.ingredients.keys().map(String::as_str).collect();
+        assert_eq!(
+            labels,
+            [
+                "an import add.o",
+                "an import greeting.o",
+                "an import libmul.a(mul.o at 92)",
+                "an import libmul.a(sq.o at 2812)",
+                "the command",
+                "the compiler",
+                "the index shard",
+                "the module main.o"
+            ]
+        );
         // A module with other bytes: another action.
         let changed = |p: &Path| {
             if p.ends_with("add.o") {
@@ -775,6 +864,37 @@ mod tests {
         assert_ne!(
             a.action_digest,
             hello_main("/b", "2481", "", &changed).action_digest
+        );
+    }
+
+    #[test]
+    fn remote_key_names_keeps_lld_names_in_the_action() {
+        let argv = |pid: &str| {
+            [
+                "cc".to_string(),
+                "-c".into(),
+                "m.o".into(),
+                format!("-fthinlto-index=o.{pid}.o.thinlto.bc"),
+                "-o".into(),
+                format!("o.{pid}.o"),
+                format!("-Dx={pid}"),
+            ]
+        };
+        let mut c = common("/b");
+        c.by_content = false;
+        let build_for = |pid: &str| {
+            let argv = argv(pid);
+            let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+            let shard = format!("o.{pid}.o.thinlto.bc");
+            let out = format!("o.{pid}.o");
+            build(&c, &argv, &["m.o", &shard], &[&out], &fake, Some(b"BC")).unwrap()
+        };
+        let (one, two) = (build_for("1"), build_for("2"));
+        assert_eq!(one.by_name.as_deref(), Some("--remote-key names"));
+        assert_ne!(one.action_digest, two.action_digest);
+        assert_ne!(
+            one.ingredients["the command"],
+            two.ingredients["the command"]
         );
     }
 

@@ -30,6 +30,8 @@ pub struct Options {
     pub platform: Vec<(String, String)>,
     /// Whether the workers mount the input root at `/`.
     pub root_is_slash: bool,
+    /// Whether jobs are keyed by content where they can be (`--remote-key`).
+    pub by_content: bool,
 }
 
 /// How a remote job ended.
@@ -196,6 +198,7 @@ impl Remote {
             identity: compiler_identity(&compiler)?,
             platform: options.platform.clone(),
             cache: options.cache,
+            by_content: options.by_content,
         };
         let (actions, why) = Actions::build(&common, file, cwd);
         let (cancel, cancelled) = tokio::sync::watch::channel(false);
@@ -440,6 +443,7 @@ pub fn probe(options: &Options) -> Result<String, String> {
             identity: "doctor".into(),
             platform,
             cache: false,
+            by_content: false,
         };
         let argv = ["/bin/sh", "-c", "echo dtlto-bridge > doctor.txt"];
         let job = action::build(
@@ -633,6 +637,7 @@ async fn run_job(ctx: &Ctx, index: usize) -> End {
         None => "content".into(),
         Some(why) => format!("names: {why}"),
     };
+    info.ingredients = job.ingredients.clone();
     let t = std::time::Instant::now();
     let uploaded = ctx.uploaded.get_or_init(|| upload_all(ctx)).await;
     info.upload_seconds = seconds(t);

@@ -1,22 +1,38 @@
 //! History: remembers how long each module's backend job took in earlier links of the same
-//! output, so the next link can start its longest jobs first.
+//! output, so the next link can start its longest jobs first; and what went into each module's
+//! remote action, so that a miss in the action cache can say what changed.
 //!
 //! It knows one small JSON file per (directory, linker output) in a cache directory, named by a
 //! stable hash, holding the modules of the last link only, and at most `MAX_FILES` such files;
-//! it does not know how jobs run. A missing, unreadable or stale file only means fewer estimates.
+//! it does not know how jobs run. A missing, unreadable or stale file only means fewer estimates
+//! and misses explained as "no earlier link".
 
 use crate::fsutil::{stable_name, write_whole};
 use crate::job::parse::JobFile;
 use camino::{Utf8Path, Utf8PathBuf};
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// The most history files kept; the least recently written go first.
 pub const MAX_FILES: usize = 256;
 
-/// Seconds per module, for one linker output in one directory.
+/// Labels and digests of what went into one job's remote action (`remote::action::Ingredients`).
+pub type Ingredients = BTreeMap<String, String>;
+
+/// Seconds per module, and what went into each module's remote action, for one linker output
+/// in one directory.
 pub struct History {
     path: Utf8PathBuf,
+    saved: Saved,
+}
+
+/// The file's content.
+#[derive(Default, Serialize, Deserialize)]
+struct Saved {
+    #[serde(default)]
     seconds: BTreeMap<String, f64>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    actions: BTreeMap<String, Ingredients>,
 }
 
 /// The default cache directory: `$XDG_CACHE_HOME/dtlto-bridge`, else `~/.cache/dtlto-bridge`.
@@ -51,18 +67,27 @@ impl History {
     pub fn load(dir: &Utf8Path, cwd: &std::path::Path, linker_output: &str) -> History {
         let name = stable_name(&[cwd.as_os_str().as_encoded_bytes(), linker_output.as_bytes()]);
         let path = dir.join(format!("{name}.json"));
-        let seconds = std::fs::read(&path)
+        let saved = std::fs::read(&path)
             .ok()
             .and_then(|b| serde_json::from_slice(&b).ok())
             .unwrap_or_default();
-        History { path, seconds }
+        History { path, saved }
+    }
+
+    /// Why job `index`'s action, made of `now`, was not in the action cache: what differs from
+    /// the action of the same module in the last link here.
+    pub fn why_missed(&self, file: &JobFile<'_>, index: usize, now: &Ingredients) -> String {
+        match module(file, index).and_then(|m| self.saved.actions.get(m)) {
+            None => "no earlier link of this module here to compare with".into(),
+            Some(before) => difference(before, now),
+        }
     }
 
     /// Each job's expected cost, in seconds where remembered; others are scaled from their input
     /// bytes at the rate the remembered jobs ran (or left in bytes when none is remembered).
     pub fn estimate(&self, file: &JobFile<'_>, bytes: &[u64]) -> Vec<f64> {
         let known: Vec<Option<f64>> = (0..file.jobs.len())
-            .map(|i| module(file, i).and_then(|m| self.seconds.get(m).copied()))
+            .map(|i| module(file, i).and_then(|m| self.saved.seconds.get(m).copied()))
             .collect();
         let (sec, byt) = known
             .iter()
@@ -81,14 +106,25 @@ impl History {
             .collect()
     }
 
-    /// Folds in the durations of a successful run (an even mix with what was remembered), keeps
-    /// only this link's modules, and saves the file whole, so that concurrent links never see
-    /// half of it. Then trims the directory to `MAX_FILES` files.
-    pub fn record(&mut self, file: &JobFile<'_>, seconds: &[Option<f64>]) -> std::io::Result<()> {
+    /// Folds in the durations of a successful run (an even mix with what was remembered) and
+    /// the ingredients of its remote actions (None: remembered ones stay), keeps only this
+    /// link's modules, and saves the file whole, so that concurrent links never see half of it.
+    /// Then trims the directory to `MAX_FILES` files.
+    pub fn record(
+        &mut self,
+        file: &JobFile<'_>,
+        seconds: &[Option<f64>],
+        actions: &[Option<&Ingredients>],
+    ) -> std::io::Result<()> {
         let mut next = BTreeMap::new();
+        let mut next_actions = BTreeMap::new();
         for (i, s) in seconds.iter().enumerate() {
             let Some(m) = module(file, i) else { continue };
-            let old = self.seconds.get(m).copied();
+            let action = actions.get(i).copied().flatten();
+            if let Some(a) = action.or_else(|| self.saved.actions.get(m)) {
+                next_actions.insert(m.to_string(), a.clone());
+            }
+            let old = self.saved.seconds.get(m).copied();
             let mixed = match (old, s) {
                 (Some(old), Some(s)) => (old + s) / 2.0,
                 (None, Some(s)) => *s,
@@ -97,14 +133,63 @@ impl History {
             };
             next.insert(m.to_string(), mixed);
         }
-        self.seconds = next;
+        self.saved = Saved {
+            seconds: next,
+            actions: next_actions,
+        };
         let dir = self.path.parent().unwrap_or(Utf8Path::new("."));
         std::fs::create_dir_all(dir)?;
-        let bytes = serde_json::to_vec(&self.seconds)?;
+        let bytes = serde_json::to_vec(&self.saved)?;
         write_whole(self.path.as_std_path(), &bytes, 0o666, || Ok(()))?;
         trim(dir, MAX_FILES);
         Ok(())
     }
+}
+
+/// What differs between two actions' ingredients, the module, compiler and command first; the
+/// index shard only when nothing else did (it holds the hashes of the imports, so it changes
+/// with them).
+fn difference(before: &Ingredients, now: &Ingredients) -> String {
+    let rank = |label: &str| match label {
+        l if l.starts_with("the module ") => 0,
+        "the compiler" => 1,
+        "the command" => 2,
+        "the index shard" => 4,
+        _ => 3,
+    };
+    let mut changes: Vec<(usize, String)> = now
+        .iter()
+        .filter_map(|(label, hash)| match before.get(label) {
+            Some(old) if old == hash => None,
+            Some(_) => Some((rank(label), format!("{label} changed"))),
+            None => Some((rank(label), format!("{label} is new"))),
+        })
+        .chain(
+            before
+                .keys()
+                .filter(|l| !now.contains_key(*l))
+                .map(|l| (rank(l), format!("{l} is gone"))),
+        )
+        .collect();
+    if changes.iter().any(|(r, _)| *r < 4) {
+        changes.retain(|(r, _)| *r < 4);
+    }
+    changes.sort();
+    match changes.len() {
+        0 => {
+            "the same action as in the last link here, whose result the server no longer has".into()
+        }
+        1..=3 => join(changes.into_iter().map(|(_, c)| c)),
+        n => format!(
+            "{} and {} more",
+            join(changes.into_iter().take(2).map(|(_, c)| c)),
+            n - 2
+        ),
+    }
+}
+
+fn join(parts: impl Iterator<Item = String>) -> String {
+    parts.collect::<Vec<_>>().join(", ")
 }
 
 /// Removes the least recently written history files beyond `keep`.
@@ -152,12 +237,12 @@ mod tests {
         let f = file(&["a.o", "b.o", "c.o"]);
         let mut h = History::load(dir, std::path::Path::new("/x"), "p");
         assert_eq!(h.estimate(&f, &[10, 20, 30]), [10.0, 20.0, 30.0]);
-        h.record(&f, &[Some(4.0), None, Some(1.0)]).unwrap();
+        h.record(&f, &[Some(4.0), None, Some(1.0)], &[]).unwrap();
 
         let mut again = History::load(dir, std::path::Path::new("/x"), "p");
         // a: 4 s, c: 1 s, remembered; b: 20 bytes at the rate of (4 + 1) s / (10 + 30) bytes.
         assert_eq!(again.estimate(&f, &[10, 20, 30]), [4.0, 2.5, 1.0]);
-        again.record(&f, &[Some(2.0), None, None]).unwrap();
+        again.record(&f, &[Some(2.0), None, None], &[]).unwrap();
         let third = History::load(dir, std::path::Path::new("/x"), "p");
         assert_eq!(third.estimate(&f, &[10, 20, 30])[0], 3.0);
 
@@ -181,7 +266,7 @@ mod tests {
         let dir = Utf8Path::from_path(dir.path()).unwrap();
         let first = file(&["libx.a(m.o at 80).4.1D36.o"]);
         let mut h = History::load(dir, std::path::Path::new("/x"), "p");
-        h.record(&first, &[Some(7.0)]).unwrap();
+        h.record(&first, &[Some(7.0)], &[]).unwrap();
         let second = file(&["libx.a(m.o at 80).4.2A01.o"]);
         let h = History::load(dir, std::path::Path::new("/x"), "p");
         assert_eq!(h.estimate(&second, &[1]), [7.0]);
@@ -192,16 +277,97 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let dir = Utf8Path::from_path(dir.path()).unwrap();
         let mut h = History::load(dir, std::path::Path::new("/x"), "p");
-        h.record(&file(&["a.o", "b.o"]), &[Some(1.0), Some(2.0)])
+        h.record(&file(&["a.o", "b.o"]), &[Some(1.0), Some(2.0)], &[])
             .unwrap();
-        h.record(&file(&["b.o"]), &[Some(4.0)]).unwrap();
+        h.record(&file(&["b.o"]), &[Some(4.0)], &[]).unwrap();
         let text = std::fs::read_to_string(&h.path).unwrap();
-        assert_eq!(text, r#"{"b.o":3.0}"#);
+        assert_eq!(text, r#"{"seconds":{"b.o":3.0}}"#);
         for i in 0..5 {
             let mut h = History::load(dir, std::path::Path::new("/y"), &format!("p{i}"));
-            h.record(&file(&["a.o"]), &[Some(1.0)]).unwrap();
+            h.record(&file(&["a.o"]), &[Some(1.0)], &[]).unwrap();
         }
         trim(dir, 3);
         assert_eq!(std::fs::read_dir(dir).unwrap().count(), 3);
+    }
+
+    fn made(pairs: &[(&str, &str)]) -> Ingredients {
+        pairs
+            .iter()
+            .map(|(l, h)| (l.to_string(), h.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn a_miss_names_what_changed_since_the_last_link_of_the_module() {
+        let base = [
+            ("the compiler", "c1"),
+            ("the command", "a1"),
+            ("the module m.o", "m1"),
+            ("an import x.o", "x1"),
+            ("the index shard", "s1"),
+        ];
+        let with = |changes: &[(&str, &str)]| {
+            let mut m = made(&base);
+            for (l, h) in changes {
+                if h.is_empty() {
+                    m.remove(*l);
+                } else {
+                    m.insert(l.to_string(), h.to_string());
+                }
+            }
+            m
+        };
+        let table: [(&[(&str, &str)], &str); 7] = [
+            (
+                &[],
+                "the same action as in the last link here, whose result the server no longer has",
+            ),
+            (&[("the index shard", "s2")], "the index shard changed"),
+            (
+                &[("an import x.o", "x2"), ("the index shard", "s2")],
+                "an import x.o changed",
+            ),
+            (
+                &[("the compiler", "c2"), ("the module m.o", "m2")],
+                "the module m.o changed, the compiler changed",
+            ),
+            (&[("the command", "a2")], "the command changed"),
+            (
+                &[("an import y.o", "y1"), ("an import x.o", "")],
+                "an import x.o is gone, an import y.o is new",
+            ),
+            (
+                &[
+                    ("the compiler", "c2"),
+                    ("the command", "a2"),
+                    ("the module m.o", "m2"),
+                    ("an import x.o", "x2"),
+                ],
+                "the module m.o changed, the compiler changed and 2 more",
+            ),
+        ];
+        for (changes, said) in table {
+            assert_eq!(
+                difference(&made(&base), &with(changes)),
+                said,
+                "{changes:?}"
+            );
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let dir = Utf8Path::from_path(dir.path()).unwrap();
+        let f = file(&["libx.a(m.o at 80).4.1D36.o"]);
+        let mut h = History::load(dir, std::path::Path::new("/x"), "p");
+        let now = made(&base);
+        assert_eq!(
+            h.why_missed(&f, 0, &now),
+            "no earlier link of this module here to compare with"
+        );
+        h.record(&f, &[None], &[Some(&now)]).unwrap();
+        let again = History::load(dir, std::path::Path::new("/x"), "p");
+        let next = file(&["libx.a(m.o at 80).4.2A01.o"]);
+        assert_eq!(
+            again.why_missed(&next, 0, &with(&[("the command", "a2")])),
+            "the command changed"
+        );
     }
 }

@@ -200,12 +200,45 @@ pub fn summary(r: &Record) -> String {
             slow.seconds.unwrap_or_default()
         ));
     }
+    if let Some(misses) = misses(r) {
+        line.push_str(&misses);
+    }
     if !r.jobs.is_empty() {
         let max = r.jobs.iter().map(|j| j.imports).max().unwrap_or(0);
         let avg = r.jobs.iter().map(|j| j.imports).sum::<usize>() as f64 / r.jobs.len() as f64;
         line.push_str(&format!("; imports per job: avg {avg:.1}, max {max}"));
     }
     line
+}
+
+/// Why jobs sent to the server did not come from its action cache, the commonest reasons first:
+/// `; not from the cache: 3 (the module a.o changed: 1; ...)`.
+fn misses(r: &Record) -> Option<String> {
+    let mut reasons: std::collections::BTreeMap<&str, usize> = Default::default();
+    for j in &r.jobs {
+        if let Some(miss) = j.remote.as_ref().and_then(|r| r.miss.as_deref()) {
+            *reasons.entry(miss).or_default() += 1;
+        }
+    }
+    let total: usize = reasons.values().sum();
+    if total == 0 {
+        return None;
+    }
+    let mut by_count: Vec<(&str, usize)> = reasons.into_iter().collect();
+    by_count.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    let shown: Vec<String> = by_count
+        .iter()
+        .take(3)
+        .map(|(why, n)| format!("{why}: {n}"))
+        .collect();
+    let more = match by_count.len() {
+        n if n > 3 => format!("; {} other reasons", n - 3),
+        _ => String::new(),
+    };
+    Some(format!(
+        "; not from the cache: {total} ({}{more})",
+        shown.join("; ")
+    ))
 }
 
 /// Puts each job that ran on the first slot lane free at its start (interval partitioning), so

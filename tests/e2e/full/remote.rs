@@ -254,60 +254,104 @@ fn every_job_of_a_link_with_archives_and_parent_directory_inputs_runs_on_a_worke
     );
 }
 
+/// Each job's reason for not coming from the action cache ("" when it did).
+fn misses(report: &Value) -> Vec<String> {
+    report["jobs"]
+        .as_array()
+        .unwrap_or(&Vec::new())
+        .iter()
+        .map(|j| j["remote"]["miss"].as_str().unwrap_or("").to_string())
+        .collect()
+}
+
+/// An action keyed by content changes exactly when the object could: a relink takes every job
+/// from the cache; a changed import, option or compiler misses, and the report and the summary
+/// say which.
 #[test]
-fn a_relink_of_plain_objects_comes_from_the_action_cache_until_the_compiler_changes() {
+fn a_relink_misses_the_action_cache_only_where_an_import_an_option_or_the_compiler_changed() {
     let farm = Farm::start(1, &[]);
     let space = Space::new();
-    space.hello();
+    let mut inputs = space.hello();
     // A compiler at a fixed path whose content changes later (lld names it in every job).
     let compiler = space.script("cc", "exec /usr/lib/llvm-22/bin/clang \"$@\"\n");
-    let remote_compiler = format!("-Wl,--thinlto-remote-compiler={}", compiler.display());
-    let inputs: Vec<String> = [
-        "main.o",
-        "add.o",
-        "greeting.o",
-        "mul.o",
-        "sq.o",
-        &remote_compiler,
-    ]
-    .map(String::from)
-    .to_vec();
-    let (out, first) = link(&space, &farm.args(), &[], &inputs);
-    assert_linked(&out);
-    assert_eq!(space.run_program("prog"), HELLO);
-    assert!(
-        ran(&first).iter().all(|r| r == "remote"),
-        "{:?}",
-        ran(&first)
+    inputs.push(format!(
+        "-Wl,--thinlto-remote-compiler={}",
+        compiler.display()
+    ));
+    let relink = |extra: &[&str], inputs: &[String]| {
+        let (out, report) = link(&space, &farm.args(), extra, inputs);
+        assert_linked(&out);
+        assert_eq!(space.run_program("prog"), HELLO);
+        (stderr(&out), report)
+    };
+    let (err, first) = relink(&[], &inputs);
+    assert_eq!(ran(&first), ["remote"; 5], "{err}");
+    assert_eq!(
+        misses(&first),
+        ["no earlier link of this module here to compare with"; 5]
     );
     let executed = farm.executed().len();
     assert_eq!(executed, 5);
 
-    // Same objects, another lld pid: every job from the cache, nothing executed.
-    let (out, second) = link(&space, &farm.args(), &[], &inputs);
-    assert_linked(&out);
-    assert_eq!(space.run_program("prog"), HELLO);
-    assert!(
-        ran(&second).iter().all(|r| r == "remote cache"),
-        "{:?}",
-        ran(&second)
-    );
+    // Same inputs, another lld (other member names in the shards): every job from the cache.
+    let (err, second) = relink(&["--summary"], &inputs);
+    assert_eq!(ran(&second), ["remote cache"; 5], "{err}");
+    assert!(!err.contains("not from the cache"), "{err}");
     assert_eq!(
         farm.executed().len(),
         executed,
         "no Execute reached a worker"
     );
 
-    // The compiler replaced at the same path: no hit.
-    space.script("cc", "# upgraded\nexec /usr/lib/llvm-22/bin/clang \"$@\"\n");
-    let (out, third) = link(&space, &farm.args(), &[], &inputs);
-    assert_linked(&out);
+    // One more backend option: every job misses, because of its command.
+    let mut with_option = inputs.clone();
+    with_option.push("-Wl,--thinlto-remote-compiler-arg=-fno-unroll-loops".into());
+    let (err, third) = relink(&["--summary"], &with_option);
+    assert_eq!(ran(&third), ["remote"; 5], "{err}");
+    assert_eq!(misses(&third), ["the command changed"; 5]);
     assert!(
-        ran(&third).iter().all(|r| r == "remote"),
-        "{:?}",
-        ran(&third)
+        err.contains("not from the cache: 5 (the command changed: 5)"),
+        "{err}"
     );
-    assert_eq!(farm.executed().len(), executed + 5);
+
+    // add.o changed (main imports add): its own job and main's miss, and say why; the jobs
+    // that do not import it come from the cache.
+    let add = space.write("add2.c", "int add(int a, int b) { return b + a; }\n");
+    space.compile_with("clang-22", &add, "add.o");
+    let (err, fourth) = relink(&[], &with_option);
+    let jobs: Vec<(String, String, String)> = fourth["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| {
+            let module = j["outputs"][0].as_str().unwrap().to_string();
+            (
+                module,
+                j["ran"].as_str().unwrap().into(),
+                j["remote"]["miss"].as_str().unwrap_or("").into(),
+            )
+        })
+        .collect();
+    for (output, ran, miss) in &jobs {
+        let expected = if output.starts_with("main.") {
+            ("remote", "an import add.o changed")
+        } else if output.starts_with("add.") {
+            ("remote", "the module add.o changed")
+        } else {
+            ("remote cache", "")
+        };
+        assert_eq!(
+            (ran.as_str(), miss.as_str()),
+            expected,
+            "{output}: {jobs:?}\n{err}"
+        );
+    }
+
+    // The compiler replaced at the same path: every job misses, because of the compiler.
+    space.script("cc", "# upgraded\nexec /usr/lib/llvm-22/bin/clang \"$@\"\n");
+    let (err, fifth) = relink(&[], &with_option);
+    assert_eq!(ran(&fifth), ["remote"; 5], "{err}");
+    assert_eq!(misses(&fifth), ["the compiler changed"; 5]);
 }
 
 #[test]
