@@ -517,8 +517,9 @@ pub enum RemoteKey {
     /// by names, and the report says why.
     #[default]
     Content,
-    /// By where the files are and what lld named them (lld's pid and counters included): an
-    /// action shared only with links that name everything alike.
+    /// By where the files are and what lld named them (archive members with lld's pid in their
+    /// names; only the job's own object and shard renamed): an action shared only with links that
+    /// name everything alike.
     Names,
 }
 

@@ -15,7 +15,7 @@ use crate::exec::server::{self, Server, Setup};
 use crate::exec::slots::{self, Source, Supply};
 use crate::fsutil::write_atomically;
 use crate::job::check;
-use crate::job::outcome::{self, Outcome};
+use crate::job::outcome::{self, Outcome, Ran};
 use crate::job::output;
 use crate::job::parse::{self, JobFile};
 use crate::render::{self, Format, RunHooks};
@@ -573,7 +573,7 @@ fn settle(p: &Prepared<'_>, executed: Executed, watch: &Watch) -> Settled {
     }
 }
 
-/// Says, for each job that went to the server and did not come from its action cache, why
+/// Says, for each job that the server executed (not from its action cache), why
 /// (`RemoteInfo::miss`).
 fn explain_misses(
     args: &RunArgs,
@@ -581,21 +581,25 @@ fn explain_misses(
     file: &JobFile<'_>,
     outcomes: &mut [Outcome],
 ) {
-    for o in outcomes.iter_mut() {
-        let Some(r) = o.remote.as_mut().filter(|r| !r.cached) else {
-            continue;
-        };
-        let why = if args.remote.remote_no_cache {
-            "the action cache is off (--remote-no-cache)".to_string()
+    for o in outcomes.iter_mut().filter(|o| o.ran == Ran::Remote) {
+        let Some(r) = o.remote.as_mut() else { continue };
+        let (why, kind) = if args.remote.remote_no_cache {
+            let why = "the action cache is off (--remote-no-cache)";
+            (why.to_string(), why.to_string())
         } else if let Some(h) = history {
-            h.why_missed(file, o.index, &r.ingredients)
+            let miss = h.why_missed(file, o.index, &r.ingredients);
+            (miss.reason, miss.kind)
         } else {
-            "no history to compare with (--no-history)".to_string()
+            let why = "no history to compare with";
+            (why.to_string(), why.to_string())
         };
-        r.miss = Some(match r.key.strip_prefix("names: ") {
-            Some(names) => format!("keyed by names ({names}); {why}"),
-            None => why,
-        });
+        (r.miss, r.miss_kind) = match r.key.strip_prefix("names: ") {
+            Some(names) => (
+                Some(format!("keyed by names ({names}); {why}")),
+                Some(format!("keyed by names; {kind}")),
+            ),
+            None => (Some(why), Some(kind)),
+        };
     }
 }
 
@@ -640,13 +644,20 @@ fn conclude(p: Prepared<'_>, mut s: Settled, watch: &Watch) -> Result<(), Fail> 
         report::fallbacks(&file, &s.outcomes);
         if let Some(h) = &mut history {
             let seconds: Vec<Option<f64>> = record.jobs.iter().map(|j| j.seconds).collect();
+            // What went into each action the server now holds (ran there with the cache on,
+            // or came from it).
+            let cached = !args.remote.remote_no_cache;
             let actions: Vec<_> = s
                 .outcomes
                 .iter()
-                .map(|o| o.remote.as_ref().map(|r| &r.ingredients))
+                .map(|o| match o.ran {
+                    Ran::Remote if cached => o.remote.as_ref().map(|r| &r.ingredients),
+                    Ran::RemoteCache => o.remote.as_ref().map(|r| &r.ingredients),
+                    _ => None,
+                })
                 .collect();
             if let Err(e) = h.record(&file, &seconds, &actions) {
-                report::warning(&format!("remember job durations: {e}"));
+                report::warning(&format!("write the history: {e}"));
             }
         }
         let show = args.summary || (!args.quiet && std::io::stderr().is_terminal());

@@ -138,10 +138,17 @@ pub struct RemoteInfo {
     /// last link of the same output here (see `report::history`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub miss: Option<String>,
-    /// Labels and digests of what went into its action, to compare with the next link's.
+    /// The kind of that reason, for counting alike reasons of different modules together.
     #[serde(skip)]
-    pub ingredients: std::collections::BTreeMap<String, String>,
+    pub miss_kind: Option<String>,
+    /// What went into its action, to compare with the next link's.
+    #[serde(skip)]
+    pub ingredients: Ingredients,
 }
+
+/// Labels (`the compiler`, `the command`, `the module M`, `an import M`, `the index shard`;
+/// `report::history::Part` makes them) and digests of what went into a remote action.
+pub type Ingredients = std::collections::BTreeMap<String, String>;
 
 /// What the remote path did for the whole link.
 #[derive(Debug, Clone, Default, Serialize)]

@@ -70,9 +70,8 @@ pub struct JobAction {
     pub ingredients: Ingredients,
 }
 
-/// Labels (`the compiler`, `the command`, `the module M`, `an import M`, `the index shard`;
-/// `M` without lld's counter and pid) and digests of what went into an action.
-pub type Ingredients = std::collections::BTreeMap<String, String>;
+use crate::job::outcome::Ingredients;
+use crate::report::history::Part;
 
 /// `path` against `cwd`, with `.` and `..` resolved lexically.
 pub fn absolute(cwd: &Path, path: &str) -> PathBuf {
@@ -444,23 +443,25 @@ fn ingredients(
     command.push(layout.working_directory.clone());
     command.extend(common.platform.iter().map(|(k, v)| format!("{k}={v}")));
     let mut made = Ingredients::new();
-    made.insert("the compiler".into(), words(std::slice::from_ref(&common.identity)));
-    made.insert("the command".into(), words(&command));
+    made.insert(
+        Part::Compiler.label(),
+        words(std::slice::from_ref(&common.identity)),
+    );
+    made.insert(Part::Command.label(), words(&command));
     for (k, input) in inputs.iter().enumerate() {
-        let label = if Some(*input) == shard.as_deref() {
-            "the index shard".to_string()
-        } else {
-            let name = crate::report::history::module_key(input);
-            match k {
-                0 => format!("the module {name}"),
-                _ => format!("an import {name}"),
-            }
+        let (part, hash) = match (&layout.shard, Some(*input) == shard.as_deref()) {
+            (Some(rewritten), true) => (Part::Shard, rewritten.clone()),
+            (None, true) => (Part::Shard, digest_of_file(&absolute(cwd, input)).hash),
+            (_, false) if k == 0 => (
+                Part::Module(input),
+                digest_of_file(&absolute(cwd, input)).hash,
+            ),
+            (_, false) => (
+                Part::Import(input),
+                digest_of_file(&absolute(cwd, input)).hash,
+            ),
         };
-        let hash = match (&layout.shard, label == "the index shard") {
-            (Some(rewritten), true) => rewritten.clone(),
-            _ => digest_of_file(&absolute(cwd, input)).hash,
-        };
-        made.insert(label, short(&hash));
+        made.insert(part.label(), short(&hash));
     }
     made
 }
@@ -845,8 +846,8 @@ mod tests {
             [
                 "an import add.o",
                 "an import greeting.o",
-                "an import libmul.a(mul.o at 92)",
-                "an import libmul.a(sq.o at 2812)",
+                "an import libmul.a(mul.o)",
+                "an import libmul.a(sq.o)",
                 "the command",
                 "the compiler",
                 "the index shard",

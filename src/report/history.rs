@@ -3,8 +3,8 @@
 //! remote action, so that a miss in the action cache can say what changed.
 //!
 //! It knows one small JSON file per (directory, linker output) in a cache directory, named by a
-//! stable hash, holding the modules of the last link only, and at most `MAX_FILES` such files;
-//! it does not know how jobs run. A missing, unreadable or stale file only means fewer estimates
+//! stable hash, holding the modules of the last link only, and at most `MAX_FILES` such files,
+//! and the labels of what goes into a remote action (`Part`); it does not know how jobs run. A missing, unreadable or stale file only means fewer estimates
 //! and misses explained as "no earlier link".
 
 use crate::fsutil::{stable_name, write_whole};
@@ -16,8 +16,7 @@ use std::collections::BTreeMap;
 /// The most history files kept; the least recently written go first.
 pub const MAX_FILES: usize = 256;
 
-/// Labels and digests of what went into one job's remote action (`remote::action::Ingredients`).
-pub type Ingredients = BTreeMap<String, String>;
+pub use crate::job::outcome::Ingredients;
 
 /// Seconds per module, and what went into each module's remote action, for one linker output
 /// in one directory.
@@ -28,6 +27,7 @@ pub struct History {
 
 /// The file's content.
 #[derive(Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 struct Saved {
     #[serde(default)]
     seconds: BTreeMap<String, f64>,
@@ -45,9 +45,10 @@ pub fn default_dir() -> Option<Utf8PathBuf> {
 }
 
 /// A module's name as it stays from link to link: lld names an archive member it extracts
-/// `lib.a(m.o at 80).4.1D36.o`, where `.4.1D36.o` is a counter and lld's pid in hex.
-pub fn module_key(path: &str) -> &str {
-    let stripped = path
+/// `lib.a(m.o at 80).4.1D36.o`, where `.4.1D36.o` is a counter and lld's pid in hex, and ` at
+/// 80` the member's offset, which moves when an earlier member changes size: `lib.a(m.o)`.
+pub fn module_key(path: &str) -> String {
+    let member = path
         .strip_suffix(".o")
         .and_then(|p| p.rsplit_once('.'))
         .filter(|(_, hex)| !hex.is_empty() && hex.bytes().all(|b| b.is_ascii_hexdigit()))
@@ -55,11 +56,66 @@ pub fn module_key(path: &str) -> &str {
         .filter(|(_, n)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
         .map(|(p, _)| p)
         .filter(|p| p.ends_with(')'));
-    stripped.unwrap_or(path)
+    let Some(member) = member else {
+        return path.to_string();
+    };
+    match member[..member.len() - 1].rsplit_once(" at ") {
+        Some((head, offset))
+            if !offset.is_empty() && offset.bytes().all(|b| b.is_ascii_digit()) =>
+        {
+            format!("{head})")
+        }
+        _ => member.to_string(),
+    }
 }
 
-fn module<'f>(file: &'f JobFile<'_>, index: usize) -> Option<&'f str> {
+fn module(file: &JobFile<'_>, index: usize) -> Option<String> {
     file.jobs[index].inputs.first().map(|m| module_key(m))
+}
+
+/// One part of what goes into a remote action, as `Ingredients` label it.
+pub enum Part<'a> {
+    Compiler,
+    /// The command line without the names of its files.
+    Command,
+    /// The job's own module, by its input path.
+    Module(&'a str),
+    /// An imported module, by its input path.
+    Import(&'a str),
+    Shard,
+}
+
+impl Part<'_> {
+    /// The label, with module names as `module_key` gives them.
+    pub fn label(&self) -> String {
+        match self {
+            Part::Compiler => "the compiler".into(),
+            Part::Command => "the command".into(),
+            Part::Module(p) => format!("the module {}", module_key(p)),
+            Part::Import(p) => format!("an import {}", module_key(p)),
+            Part::Shard => "the index shard".into(),
+        }
+    }
+}
+
+/// The kind of a label (`an import` for `an import x.o`), and its rank in a reason: the module,
+/// compiler and command first; the index shard last.
+fn kind(label: &str) -> (usize, &'static str) {
+    match label {
+        l if l.starts_with("the module ") => (0, "the module"),
+        "the compiler" => (1, "the compiler"),
+        "the command" => (2, "the command"),
+        "the index shard" => (4, "the index shard"),
+        _ => (3, "an import"),
+    }
+}
+
+/// Why an action missed the cache: the reason shown, and its kind, for counting alike reasons
+/// of different modules together (`an import changed`).
+#[derive(Debug, PartialEq)]
+pub struct Miss {
+    pub reason: String,
+    pub kind: String,
 }
 
 impl History {
@@ -67,18 +123,28 @@ impl History {
     pub fn load(dir: &Utf8Path, cwd: &std::path::Path, linker_output: &str) -> History {
         let name = stable_name(&[cwd.as_os_str().as_encoded_bytes(), linker_output.as_bytes()]);
         let path = dir.join(format!("{name}.json"));
-        let saved = std::fs::read(&path)
+        let bytes = std::fs::read(&path).unwrap_or_default();
+        // Earlier versions saved only the seconds, as the whole object.
+        let saved = serde_json::from_slice(&bytes)
             .ok()
-            .and_then(|b| serde_json::from_slice(&b).ok())
+            .or_else(|| {
+                serde_json::from_slice(&bytes).ok().map(|seconds| Saved {
+                    seconds,
+                    actions: BTreeMap::new(),
+                })
+            })
             .unwrap_or_default();
         History { path, saved }
     }
 
     /// Why job `index`'s action, made of `now`, was not in the action cache: what differs from
     /// the action of the same module in the last link here.
-    pub fn why_missed(&self, file: &JobFile<'_>, index: usize, now: &Ingredients) -> String {
-        match module(file, index).and_then(|m| self.saved.actions.get(m)) {
-            None => "no earlier link of this module here to compare with".into(),
+    pub fn why_missed(&self, file: &JobFile<'_>, index: usize, now: &Ingredients) -> Miss {
+        match module(file, index).and_then(|m| self.saved.actions.get(&m)) {
+            None => Miss {
+                reason: "no earlier link of this module here to compare with".into(),
+                kind: "no earlier link".into(),
+            },
             Some(before) => difference(before, now),
         }
     }
@@ -87,7 +153,7 @@ impl History {
     /// bytes at the rate the remembered jobs ran (or left in bytes when none is remembered).
     pub fn estimate(&self, file: &JobFile<'_>, bytes: &[u64]) -> Vec<f64> {
         let known: Vec<Option<f64>> = (0..file.jobs.len())
-            .map(|i| module(file, i).and_then(|m| self.saved.seconds.get(m).copied()))
+            .map(|i| module(file, i).and_then(|m| self.saved.seconds.get(&m).copied()))
             .collect();
         let (sec, byt) = known
             .iter()
@@ -121,10 +187,10 @@ impl History {
         for (i, s) in seconds.iter().enumerate() {
             let Some(m) = module(file, i) else { continue };
             let action = actions.get(i).copied().flatten();
-            if let Some(a) = action.or_else(|| self.saved.actions.get(m)) {
-                next_actions.insert(m.to_string(), a.clone());
+            if let Some(a) = action.or_else(|| self.saved.actions.get(&m)) {
+                next_actions.insert(m.clone(), a.clone());
             }
-            let old = self.saved.seconds.get(m).copied();
+            let old = self.saved.seconds.get(&m).copied();
             let mixed = match (old, s) {
                 (Some(old), Some(s)) => (old + s) / 2.0,
                 (None, Some(s)) => *s,
@@ -149,43 +215,44 @@ impl History {
 /// What differs between two actions' ingredients, the module, compiler and command first; the
 /// index shard only when nothing else did (it holds the hashes of the imports, so it changes
 /// with them).
-fn difference(before: &Ingredients, now: &Ingredients) -> String {
-    let rank = |label: &str| match label {
-        l if l.starts_with("the module ") => 0,
-        "the compiler" => 1,
-        "the command" => 2,
-        "the index shard" => 4,
-        _ => 3,
-    };
-    let mut changes: Vec<(usize, String)> = now
+fn difference(before: &Ingredients, now: &Ingredients) -> Miss {
+    let mut changes: Vec<(usize, &str, String)> = now
         .iter()
-        .filter_map(|(label, hash)| match before.get(label) {
-            Some(old) if old == hash => None,
-            Some(_) => Some((rank(label), format!("{label} changed"))),
-            None => Some((rank(label), format!("{label} is new"))),
+        .filter_map(|(label, hash)| {
+            let (rank, kind) = kind(label);
+            match before.get(label) {
+                Some(old) if old == hash => None,
+                Some(_) => Some((rank, kind, format!("{label} changed"))),
+                None => Some((rank, kind, format!("{label} is new"))),
+            }
         })
-        .chain(
-            before
-                .keys()
-                .filter(|l| !now.contains_key(*l))
-                .map(|l| (rank(l), format!("{l} is gone"))),
-        )
+        .chain(before.keys().filter(|l| !now.contains_key(*l)).map(|l| {
+            let (rank, kind) = kind(l);
+            (rank, kind, format!("{l} is gone"))
+        }))
         .collect();
-    if changes.iter().any(|(r, _)| *r < 4) {
-        changes.retain(|(r, _)| *r < 4);
+    if changes.iter().any(|(r, _, _)| *r < 4) {
+        changes.retain(|(r, _, _)| *r < 4);
     }
     changes.sort();
-    match changes.len() {
+    let mut kinds: Vec<&str> = changes.iter().map(|(_, k, _)| *k).collect();
+    kinds.dedup();
+    let reason = match changes.len() {
         0 => {
             "the same action as in the last link here, whose result the server no longer has".into()
         }
-        1..=3 => join(changes.into_iter().map(|(_, c)| c)),
+        1..=3 => join(changes.into_iter().map(|(_, _, c)| c)),
         n => format!(
             "{} and {} more",
-            join(changes.into_iter().take(2).map(|(_, c)| c)),
+            join(changes.into_iter().take(2).map(|(_, _, c)| c)),
             n - 2
         ),
-    }
+    };
+    let kind = match kinds.is_empty() {
+        true => "no longer on the server".into(),
+        false => format!("{} changed", kinds.join(", ")),
+    };
+    Miss { reason, kind }
 }
 
 fn join(parts: impl Iterator<Item = String>) -> String {
@@ -253,8 +320,9 @@ mod tests {
     #[test]
     fn archive_members_are_known_again_whatever_lld_pid_named_them() {
         let table = [
-            ("libx.a(m.o at 80).4.1D36.o", "libx.a(m.o at 80)"),
-            ("libx.a(m.o at 80).12.AF0.o", "libx.a(m.o at 80)"),
+            ("libx.a(m.o at 80).4.1D36.o", "libx.a(m.o)"),
+            ("libx.a(m.o at 96).12.AF0.o", "libx.a(m.o)"),
+            ("libx.a(m at x.o).4.1D36.o", "libx.a(m at x.o)"),
             ("main.o", "main.o"),
             ("a.1.2.o", "a.1.2.o"),
             ("x).1.2G.o", "x).1.2G.o"),
@@ -282,6 +350,10 @@ mod tests {
         h.record(&file(&["b.o"]), &[Some(4.0)], &[]).unwrap();
         let text = std::fs::read_to_string(&h.path).unwrap();
         assert_eq!(text, r#"{"seconds":{"b.o":3.0}}"#);
+        // A file of an earlier version (the seconds alone) is still read.
+        std::fs::write(&h.path, r#"{"b.o":6.0}"#).unwrap();
+        let old = History::load(dir, std::path::Path::new("/x"), "p");
+        assert_eq!(old.estimate(&file(&["b.o"]), &[1]), [6.0]);
         for i in 0..5 {
             let mut h = History::load(dir, std::path::Path::new("/y"), &format!("p{i}"));
             h.record(&file(&["a.o"]), &[Some(1.0)], &[]).unwrap();
@@ -348,10 +420,16 @@ mod tests {
         ];
         for (changes, said) in table {
             assert_eq!(
-                difference(&made(&base), &with(changes)),
+                difference(&made(&base), &with(changes)).reason,
                 said,
                 "{changes:?}"
             );
+        }
+        // Alike reasons of different modules are one kind.
+        for import in ["an import x.o", "an import y.o"] {
+            let mut other = made(&base);
+            other.insert(import.into(), "changed".into());
+            assert_eq!(difference(&made(&base), &other).kind, "an import changed");
         }
         let dir = tempfile::tempdir().unwrap();
         let dir = Utf8Path::from_path(dir.path()).unwrap();
@@ -359,15 +437,19 @@ mod tests {
         let mut h = History::load(dir, std::path::Path::new("/x"), "p");
         let now = made(&base);
         assert_eq!(
-            h.why_missed(&f, 0, &now),
+            h.why_missed(&f, 0, &now).reason,
             "no earlier link of this module here to compare with"
         );
         h.record(&f, &[None], &[Some(&now)]).unwrap();
         let again = History::load(dir, std::path::Path::new("/x"), "p");
-        let next = file(&["libx.a(m.o at 80).4.2A01.o"]);
+        // Another pid, and the member moved in its archive: the same module.
+        let next = file(&["libx.a(m.o at 96).4.2A01.o"]);
         assert_eq!(
             again.why_missed(&next, 0, &with(&[("the command", "a2")])),
-            "the command changed"
+            Miss {
+                reason: "the command changed".into(),
+                kind: "the command changed".into()
+            }
         );
     }
 }

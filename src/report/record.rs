@@ -211,13 +211,14 @@ pub fn summary(r: &Record) -> String {
     line
 }
 
-/// Why jobs sent to the server did not come from its action cache, the commonest reasons first:
-/// `; not from the cache: 3 (the module a.o changed: 1; ...)`.
+/// Why jobs the server executed did not come from its action cache, by kind of reason, the
+/// commonest first: `; not from the cache: 3 (an import changed: 2; the module changed: 1)`
+/// (the report has each job's own reason).
 fn misses(r: &Record) -> Option<String> {
     let mut reasons: std::collections::BTreeMap<&str, usize> = Default::default();
     for j in &r.jobs {
-        if let Some(miss) = j.remote.as_ref().and_then(|r| r.miss.as_deref()) {
-            *reasons.entry(miss).or_default() += 1;
+        if let Some(kind) = j.remote.as_ref().and_then(|r| r.miss_kind.as_deref()) {
+            *reasons.entry(kind).or_default() += 1;
         }
     }
     let total: usize = reasons.values().sum();

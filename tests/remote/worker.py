@@ -100,6 +100,18 @@ def fetch_tree(cas, digest, into):
         fetch_tree(cas, d.digest, os.path.join(into, d.name))
 
 
+def busy_retry(call):
+    """`call()`, again after a moment while the server says it is busy (BuildGrid answers
+    RESOURCE_EXHAUSTED when its thread pool is taken, e.g. by a link's Execute streams)."""
+    while True:
+        try:
+            return call()
+        except grpc.RpcError as e:
+            if e.code() != grpc.StatusCode.RESOURCE_EXHAUSTED:
+                raise
+            time.sleep(0.2)
+
+
 class Bot:
     def __init__(self, args):
         self.args = args
@@ -108,15 +120,15 @@ class Bot:
         self.cas = Cas(self.channel, args.instance)
         session = bots_pb2.BotSession(bot_id=args.name, status=bots_pb2.OK)
         session.worker.devices.add(handle=args.name)
-        self.session = self.bots.CreateBotSession(
-            bots_pb2.CreateBotSessionRequest(parent=args.instance, bot_session=session))
+        self.session = busy_retry(lambda: self.bots.CreateBotSession(
+            bots_pb2.CreateBotSessionRequest(parent=args.instance, bot_session=session)))
 
     def update(self):
         # BuildGrid holds the call until a lease arrives or the deadline nears: keep it short
         # (it needs more than ~4 s) so that a waiting bot still answers SIGTERM soon.
-        self.session = self.bots.UpdateBotSession(
+        self.session = busy_retry(lambda: self.bots.UpdateBotSession(
             bots_pb2.UpdateBotSessionRequest(name=self.session.name, bot_session=self.session),
-            timeout=5)
+            timeout=5))
 
     def log(self, **entry):
         if self.args.log:

@@ -347,6 +347,35 @@ fn a_relink_misses_the_action_cache_only_where_an_import_an_option_or_the_compil
         );
     }
 
+    // mul.o changed inside the regular archive (sq and main import it): the member is known
+    // by its archive and name, whatever lld's pid; its job and its importers miss, and say so.
+    let mul = space.write("mul2.c", "int mul(int a, int b) { return b * a; }\n");
+    space.compile_with("clang-22", &mul, "mul.o");
+    fs::remove_file(space.path("libmul.a")).unwrap();
+    space.ok(&mut space.command("llvm-ar-22", &["rc", "libmul.a", "mul.o"]));
+    let (err, member) = relink(&[], &with_option);
+    let mut said: Vec<(String, String)> = member["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|j| j["ran"] == "remote")
+        .map(|j| {
+            let output = j["outputs"][0].as_str().unwrap();
+            let module = output.split('.').next().unwrap().to_string();
+            (module, j["remote"]["miss"].as_str().unwrap().to_string())
+        })
+        .collect();
+    said.sort();
+    assert_eq!(
+        said,
+        [
+            ("libmul".to_string(), "the module libmul.a(mul.o) changed".to_string()),
+            ("main".into(), "an import libmul.a(mul.o) changed".into()),
+            ("sq".into(), "an import libmul.a(mul.o) changed".into()),
+        ],
+        "{err}"
+    );
+
     // The compiler replaced at the same path: every job misses, because of the compiler.
     space.script("cc", "# upgraded\nexec /usr/lib/llvm-22/bin/clang \"$@\"\n");
     let (err, fifth) = relink(&[], &with_option);
