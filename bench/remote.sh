@@ -1,13 +1,32 @@
 #!/usr/bin/env bash
 # Benchmarks the remote path: Lua 5.4 linked through BuildGrid (installed by setup --tests) on a
 # Unix socket with 2 test workers, against the same link run here; the first link's upload, the
-# cached relink, a relink after touching one source, per-job steps, the 1-job fixed cost.
-# Writes bench/results/<date>-remote.md. See bench/README.md.
-# Usage: bench/remote.sh [RUNS]   (default 3)
+# cached relink, a relink after touching one source, per-job steps, the 1-job fixed cost
+# (bench/results/<date>-remote.md). Then how much of a link the action cache serves across
+# relinks, checkouts, absolute paths and the classic flow, keyed by names and by content
+# (bench/results/<date>-sharing.md): for Lua, and with --openssl also for OpenSSL's `openssl`
+# program (built once by bench/openssl.sh: about half an hour on 2 cores).
+# See bench/README.md.
+# Usage: bench/remote.sh [RUNS] [--openssl]   (RUNS default 3)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+runs=3
+with_openssl=false
+for arg in "$@"; do
+  case "$arg" in
+    --openssl) with_openssl=true ;;
+    *[!0-9]* | '') echo "usage: bench/remote.sh [RUNS] [--openssl]" >&2; exit 2 ;;
+    *) runs=$arg ;;
+  esac
+done
 "$root/scripts/setup.sh" --tests
 cd "$root"
 cargo build --release --quiet --bin dtlto-bridge --example ideal
 source "$root/bench/lua.sh"
-python3 "$root/bench/remote.py" --lua "$lua" --runs "${1:-3}"
+python3 "$root/bench/remote.py" --lua "$lua" --runs "$runs"
+if $with_openssl; then
+  source "$root/bench/openssl.sh"
+  python3 "$root/bench/sharing.py" --lua "$lua" --openssl "$openssl"
+else
+  python3 "$root/bench/sharing.py" --lua "$lua"
+fi
