@@ -369,7 +369,10 @@ fn a_relink_misses_the_action_cache_only_where_an_import_an_option_or_the_compil
     assert_eq!(
         said,
         [
-            ("libmul".to_string(), "the module libmul.a(mul.o) changed".to_string()),
+            (
+                "libmul".to_string(),
+                "the module libmul.a(mul.o) changed".to_string()
+            ),
             ("main".into(), "an import libmul.a(mul.o) changed".into()),
             ("sq".into(), "an import libmul.a(mul.o) changed".into()),
         ],
