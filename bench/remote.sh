@@ -5,7 +5,7 @@
 # (bench/results/<date>-remote.md). Then how much of a link the action cache serves across
 # relinks, checkouts, absolute paths and the classic flow, keyed by names and by content
 # (bench/results/<date>-sharing.md): for Lua, and with --openssl also for OpenSSL's `openssl`
-# program (built once by bench/openssl.sh: about half an hour on 2 cores).
+# program (built once by bench/openssl.sh: about 8 minutes on 2 cores; its links about 40 more).
 # See bench/README.md.
 # Usage: bench/remote.sh [RUNS] [--openssl]   (RUNS default 3)
 set -euo pipefail

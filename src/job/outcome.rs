@@ -138,8 +138,9 @@ pub struct RemoteInfo {
     /// last link of the same output here (see `report::history`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub miss: Option<String>,
-    /// The kind of that reason, for counting alike reasons of different modules together.
-    #[serde(skip)]
+    /// The kind of that reason (`an import changed`), for counting alike reasons of different
+    /// modules together.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub miss_kind: Option<String>,
     /// What went into its action, to compare with the next link's.
     #[serde(skip)]

@@ -17,6 +17,10 @@ use prost::Message;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Component, Path, PathBuf};
 
+use super::tree::{common_ancestor, under, Tree};
+use crate::job::outcome::Ingredients;
+use crate::report::history::Part;
+
 /// The environment variable that carries the compiler's identity into every Command (and so into
 /// the action cache's key), without a platform property that workers would have to match.
 pub const IDENTITY_VAR: &str = "DTLTO_BRIDGE_COMPILER";
@@ -70,9 +74,6 @@ pub struct JobAction {
     pub ingredients: Ingredients,
 }
 
-use crate::job::outcome::Ingredients;
-use crate::report::history::Part;
-
 /// `path` against `cwd`, with `.` and `..` resolved lexically.
 pub fn absolute(cwd: &Path, path: &str) -> PathBuf {
     let mut out = PathBuf::from("/");
@@ -106,22 +107,6 @@ fn unsuitable(inputs: &[&str], outputs: &[&str], root_is_slash: bool) -> Option<
         })
 }
 
-/// The deepest directory that holds every one of `paths` (absolute, normalised).
-fn common_ancestor<'a>(mut paths: impl Iterator<Item = &'a Path>) -> PathBuf {
-    let Some(first) = paths.next() else {
-        return PathBuf::from("/");
-    };
-    let mut root = first.to_path_buf();
-    for p in paths {
-        while !p.starts_with(&root) {
-            if !root.pop() {
-                break;
-            }
-        }
-    }
-    root
-}
-
 /// The names inside the action for the job's own object and shard, when lld's per-link names
 /// can be replaced without changing what the command does: one output `O`, its shard
 /// `O.thinlto.bc` among the inputs, and `O` in the command only as `-o O` and in
@@ -146,85 +131,6 @@ fn canonical(argv: &[&str], inputs: &[&str], outputs: &[&str]) -> Option<(String
         .iter()
         .any(|w| w.contains(out) && *w != *out && *w != index_flag);
     (!stray).then_some((new_out, new_shard))
-}
-
-/// A tree being built: directories by path (relative to the root), files in each.
-#[derive(Default)]
-struct Tree {
-    dirs: BTreeMap<PathBuf, (BTreeMap<String, re::Digest>, Vec<String>)>,
-}
-
-impl Tree {
-    fn add_dir(&mut self, rel: &Path) {
-        let mut at = PathBuf::new();
-        self.dirs.entry(at.clone()).or_default();
-        for c in rel.components() {
-            let name = c.as_os_str().to_string_lossy().into_owned();
-            let parent = at.clone();
-            at.push(&name);
-            if !self.dirs.contains_key(&at) {
-                self.dirs.insert(at.clone(), Default::default());
-                self.dirs
-                    .get_mut(&parent)
-                    .expect("parent added")
-                    .1
-                    .push(name);
-            }
-        }
-    }
-
-    fn add_file(&mut self, rel: &Path, digest: re::Digest) {
-        let parent = rel.parent().unwrap_or(Path::new(""));
-        self.add_dir(parent);
-        let name = rel
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        self.dirs
-            .get_mut(parent)
-            .expect("added")
-            .0
-            .insert(name, digest);
-    }
-
-    /// Serialises every directory, deepest first; returns the root's digest.
-    fn finish(mut self, blobs: &mut Vec<(re::Digest, Vec<u8>)>) -> re::Digest {
-        let mut digests: BTreeMap<PathBuf, re::Digest> = BTreeMap::new();
-        let mut paths: Vec<PathBuf> = self.dirs.keys().cloned().collect();
-        paths.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
-        for path in paths {
-            let (files, mut subdirs) = self.dirs.remove(&path).expect("listed");
-            subdirs.sort();
-            let dir = re::Directory {
-                files: files
-                    .into_iter()
-                    .map(|(name, digest)| re::FileNode {
-                        name,
-                        digest: Some(digest),
-                        ..Default::default()
-                    })
-                    .collect(),
-                directories: subdirs
-                    .into_iter()
-                    .map(|name| re::DirectoryNode {
-                        digest: digests.get(&path.join(&name)).cloned(),
-                        name,
-                    })
-                    .collect(),
-                ..Default::default()
-            };
-            let bytes = dir.encode_to_vec();
-            let digest = digest_of(&bytes);
-            blobs.push((digest.clone(), bytes));
-            digests.insert(path, digest);
-        }
-        digests.remove(Path::new("")).expect("the root")
-    }
-}
-
-/// Relative path of `path` under `root` (both absolute and normalised).
-fn under(root: &Path, path: &Path) -> PathBuf {
-    path.strip_prefix(root).unwrap_or(path).to_path_buf()
 }
 
 /// A job inside an action, before the Command and Action around it.
@@ -442,24 +348,16 @@ fn ingredients(
         .collect();
     command.push(layout.working_directory.clone());
     command.extend(common.platform.iter().map(|(k, v)| format!("{k}={v}")));
-    let mut made = Ingredients::new();
-    made.insert(
-        Part::Compiler.label(),
-        words(std::slice::from_ref(&common.identity)),
-    );
+    let identity = words(std::slice::from_ref(&common.identity));
+    let mut made = Ingredients::from([(Part::Compiler.label(), identity)]);
     made.insert(Part::Command.label(), words(&command));
     for (k, input) in inputs.iter().enumerate() {
+        let file = || digest_of_file(&absolute(cwd, input)).hash;
         let (part, hash) = match (&layout.shard, Some(*input) == shard.as_deref()) {
             (Some(rewritten), true) => (Part::Shard, rewritten.clone()),
-            (None, true) => (Part::Shard, digest_of_file(&absolute(cwd, input)).hash),
-            (_, false) if k == 0 => (
-                Part::Module(input),
-                digest_of_file(&absolute(cwd, input)).hash,
-            ),
-            (_, false) => (
-                Part::Import(input),
-                digest_of_file(&absolute(cwd, input)).hash,
-            ),
+            (None, true) => (Part::Shard, file()),
+            (_, false) if k == 0 => (Part::Module(input), file()),
+            (_, false) => (Part::Import(input), file()),
         };
         made.insert(part.label(), short(&hash));
     }

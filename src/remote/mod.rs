@@ -10,5 +10,6 @@ pub(crate) mod action;
 pub(crate) mod reapi;
 mod runner;
 mod shard;
+mod tree;
 
 pub(crate) use runner::*;

@@ -31,8 +31,33 @@ pub struct History {
 struct Saved {
     #[serde(default)]
     seconds: BTreeMap<String, f64>,
+    /// Each module's last action, its imports folded into one `the set of imports` entry.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     actions: BTreeMap<String, Ingredients>,
+    /// Each imported module's digest in the last link (`an import M` -> digest): once per
+    /// module, not once per importing job.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    imports: Ingredients,
+}
+
+/// The label of the digest of a job's import names (`Saved::actions`).
+const IMPORT_SET: &str = "the set of imports";
+
+/// `made` without its imports, which go into `imports`, and with the digest of their names.
+fn fold_imports(made: &Ingredients, imports: &mut Ingredients) -> Ingredients {
+    let mut folded = Ingredients::new();
+    let mut names = Vec::new();
+    for (label, hash) in made {
+        if label.starts_with("an import ") {
+            imports.insert(label.clone(), hash.clone());
+            names.push(label.as_str());
+        } else {
+            folded.insert(label.clone(), hash.clone());
+        }
+    }
+    let digest = crate::fsutil::sha256_hex(names.join("\n").as_bytes());
+    folded.insert(IMPORT_SET.into(), digest[..16].to_string());
+    folded
 }
 
 /// The default cache directory: `$XDG_CACHE_HOME/dtlto-bridge`, else `~/.cache/dtlto-bridge`.
@@ -106,6 +131,7 @@ fn kind(label: &str) -> (usize, &'static str) {
         "the compiler" => (1, "the compiler"),
         "the command" => (2, "the command"),
         "the index shard" => (4, "the index shard"),
+        IMPORT_SET => (3, IMPORT_SET),
         _ => (3, "an import"),
     }
 }
@@ -130,7 +156,7 @@ impl History {
             .or_else(|| {
                 serde_json::from_slice(&bytes).ok().map(|seconds| Saved {
                     seconds,
-                    actions: BTreeMap::new(),
+                    ..Saved::default()
                 })
             })
             .unwrap_or_default();
@@ -145,7 +171,19 @@ impl History {
                 reason: "no earlier link of this module here to compare with".into(),
                 kind: "no earlier link".into(),
             },
-            Some(before) => difference(before, now),
+            Some(before) => {
+                // The imports as the last link had them, for those this job imports now.
+                let mut before = before.clone();
+                for label in now.keys().filter(|l| l.starts_with("an import ")) {
+                    if let Some(hash) = self.saved.imports.get(label) {
+                        before.insert(label.clone(), hash.clone());
+                    }
+                }
+                let mut unused = Ingredients::new();
+                let mut now_with_set = fold_imports(now, &mut unused);
+                now_with_set.extend(unused);
+                difference(&before, &now_with_set)
+            }
         }
     }
 
@@ -184,11 +222,18 @@ impl History {
     ) -> std::io::Result<()> {
         let mut next = BTreeMap::new();
         let mut next_actions = BTreeMap::new();
+        let mut imports = std::mem::take(&mut self.saved.imports);
         for (i, s) in seconds.iter().enumerate() {
             let Some(m) = module(file, i) else { continue };
-            let action = actions.get(i).copied().flatten();
-            if let Some(a) = action.or_else(|| self.saved.actions.get(&m)) {
-                next_actions.insert(m.clone(), a.clone());
+            match actions.get(i).copied().flatten() {
+                Some(a) => {
+                    next_actions.insert(m.clone(), fold_imports(a, &mut imports));
+                }
+                None => {
+                    if let Some(a) = self.saved.actions.get(&m) {
+                        next_actions.insert(m.clone(), a.clone());
+                    }
+                }
             }
             let old = self.saved.seconds.get(&m).copied();
             let mixed = match (old, s) {
@@ -199,9 +244,17 @@ impl History {
             };
             next.insert(m.to_string(), mixed);
         }
+        // Only imports of this link stay: the ones its actions have, and its modules.
+        let mut modules: std::collections::BTreeSet<String> = (0..file.jobs.len())
+            .filter_map(|i| module(file, i))
+            .map(|m| format!("an import {m}"))
+            .collect();
+        modules.extend(actions.iter().flatten().flat_map(|a| a.keys().cloned()));
+        imports.retain(|label, _| modules.contains(label));
         self.saved = Saved {
             seconds: next,
             actions: next_actions,
+            imports,
         };
         let dir = self.path.parent().unwrap_or(Utf8Path::new("."));
         std::fs::create_dir_all(dir)?;

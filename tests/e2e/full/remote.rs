@@ -347,12 +347,15 @@ fn a_relink_misses_the_action_cache_only_where_an_import_an_option_or_the_compil
         );
     }
 
-    // mul.o changed inside the regular archive (sq and main import it): the member is known
-    // by its archive and name, whatever lld's pid; its job and its importers miss, and say so.
+    // mul.o changed inside the regular archive (sq and main import it), behind a new member
+    // that moves its offset: the member is known by its archive and name, whatever lld's pid
+    // and its place; its job and its importers miss, and say so.
     let mul = space.write("mul2.c", "int mul(int a, int b) { return b * a; }\n");
     space.compile_with("clang-22", &mul, "mul.o");
+    let pad = space.write("pad.c", "int dtlto_unused_pad(void) { return 7; }\n");
+    space.compile_with("clang-22", &pad, "pad.o");
     fs::remove_file(space.path("libmul.a")).unwrap();
-    space.ok(&mut space.command("llvm-ar-22", &["rc", "libmul.a", "mul.o"]));
+    space.ok(&mut space.command("llvm-ar-22", &["rc", "libmul.a", "pad.o", "mul.o"]));
     let (err, member) = relink(&[], &with_option);
     let mut said: Vec<(String, String)> = member["jobs"]
         .as_array()
