@@ -583,15 +583,16 @@ fn explain_misses(
 ) {
     for o in outcomes.iter_mut().filter(|o| o.ran == Ran::Remote) {
         let Some(r) = o.remote.as_mut() else { continue };
-        let (why, kind) = if args.remote.remote_no_cache {
-            let why = "the action cache is off (--remote-no-cache)";
-            (why.to_string(), why.to_string())
-        } else if let Some(h) = history {
-            let miss = h.why_missed(file, o.index, &r.ingredients);
-            (miss.reason, miss.kind)
-        } else {
-            let why = "no history to compare with";
-            (why.to_string(), why.to_string())
+        let plain = |why: &str| (why.to_string(), why.to_string());
+        let (why, kind) = match history {
+            _ if args.remote.remote_no_cache => {
+                plain("the action cache is off (--remote-no-cache)")
+            }
+            Some(h) => {
+                let miss = h.why_missed(file, o.index, &r.ingredients);
+                (miss.reason, miss.kind)
+            }
+            None => plain("no history to compare with"),
         };
         (r.miss, r.miss_kind) = match r.key.strip_prefix("names: ") {
             Some(names) => (

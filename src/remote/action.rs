@@ -501,6 +501,11 @@ fn finish(common: &Common, layout: Layout, by_name: Option<String>) -> JobAction
 mod tests {
     use super::*;
 
+    /// The action of a job run from `/b`, with `fake` digests.
+    fn at_b(argv: &[&str], inputs: &[&str], outputs: &[&str], shard: Option<&[u8]>) -> JobAction {
+        build(&common("/b"), argv, inputs, outputs, &fake, shard).unwrap()
+    }
+
     fn common(cwd: &str) -> Common {
         Common {
             cwd: cwd.into(),
@@ -578,15 +583,7 @@ mod tests {
             "main.1.77.native.o",
         ];
         let inputs = ["main.o", "main.1.77.native.o.thinlto.bc", "add.o"];
-        let a = build(
-            &common("/b"),
-            &argv,
-            &inputs,
-            &["main.1.77.native.o"],
-            &fake,
-            None,
-        )
-        .unwrap();
+        let a = at_b(&argv, &inputs, &["main.1.77.native.o"], None);
         let (_, command, root) = parts(&a);
         assert_eq!(
             command.arguments[3..],
@@ -606,30 +603,14 @@ mod tests {
         let argv2 = argv.map(|w| w.replace("1.77", "3.91"));
         let argv2: Vec<&str> = argv2.iter().map(String::as_str).collect();
         let inputs2 = ["main.o", "main.3.91.native.o.thinlto.bc", "add.o"];
-        let b = build(
-            &common("/b"),
-            &argv2,
-            &inputs2,
-            &["main.3.91.native.o"],
-            &fake,
-            None,
-        )
-        .unwrap();
+        let b = at_b(&argv2, &inputs2, &["main.3.91.native.o"], None);
         assert_eq!(a.action_digest, b.action_digest);
     }
 
     #[test]
     fn an_output_named_elsewhere_in_the_command_keeps_its_name() {
         let argv = ["cc", "-c", "m.o", "-o", "o.o", "-Wl,o.o"];
-        let a = build(
-            &common("/b"),
-            &argv,
-            &["m.o", "o.o.thinlto.bc"],
-            &["o.o"],
-            &fake,
-            None,
-        )
-        .unwrap();
+        let a = at_b(&argv, &["m.o", "o.o.thinlto.bc"], &["o.o"], None);
         let (_, command, _) = parts(&a);
         assert_eq!(command.output_paths, ["o.o"]);
     }
@@ -637,7 +618,7 @@ mod tests {
     #[test]
     fn the_compiler_identity_and_cache_setting_change_the_action() {
         let argv = ["cc", "-c", "m.o", "-o", "o.o"];
-        let one = build(&common("/b"), &argv, &["m.o"], &["o.o"], &fake, None).unwrap();
+        let one = at_b(&argv, &["m.o"], &["o.o"], None);
         let mut c = common("/b");
         c.identity = "y".into();
         let two = build(&c, &argv, &["m.o"], &["o.o"], &fake, None).unwrap();
@@ -808,15 +789,7 @@ mod tests {
             "-o",
             "o.o",
         ];
-        let a = build(
-            &common("/b"),
-            &argv,
-            &["m.o", "o.o.thinlto.bc"],
-            &["o.o"],
-            &fake,
-            None,
-        )
-        .unwrap();
+        let a = at_b(&argv, &["m.o", "o.o.thinlto.bc"], &["o.o"], None);
         assert!(a.by_name.unwrap().contains("could not be read"));
         // Two modules with the same bytes would share a name.
         let same = |_: &Path| digest_of(b"same");
@@ -842,45 +815,21 @@ mod tests {
             "o.o",
             "-fprofile-use=add.o",
         ];
-        let c = build(&common("/b"), &argv, &inputs, &["o.o"], &fake, Some(SHARD)).unwrap();
+        let c = at_b(&argv, &inputs, &["o.o"], Some(SHARD));
         assert!(c.by_name.unwrap().contains("names one of its files"));
         // The same job without that argument is keyed by content.
-        let c = build(
-            &common("/b"),
-            &argv[..6],
-            &inputs,
-            &["o.o"],
-            &fake,
-            Some(SHARD),
-        )
-        .unwrap();
+        let c = at_b(&argv[..6], &inputs, &["o.o"], Some(SHARD));
         assert_eq!(c.by_name, None);
         // A `..` after a directory name: the kernel resolves it through a symlink, if any.
         let mut odd = inputs.clone();
         odd[1] = "sym/../add.o";
-        let c = build(
-            &common("/b"),
-            &argv[..6],
-            &odd,
-            &["o.o"],
-            &fake,
-            Some(SHARD),
-        )
-        .unwrap();
+        let c = at_b(&argv[..6], &odd, &["o.o"], Some(SHARD));
         assert!(c
             .by_name
             .unwrap()
             .contains("has a .. after a directory name"));
         // Not a shard at all.
-        let d = build(
-            &common("/b"),
-            &argv,
-            &["m.o", "o.o.thinlto.bc"],
-            &["o.o"],
-            &fake,
-            Some(b"text"),
-        )
-        .unwrap();
+        let d = at_b(&argv, &["m.o", "o.o.thinlto.bc"], &["o.o"], Some(b"text"));
         assert!(d.by_name.unwrap().contains("magic"));
     }
 

@@ -455,15 +455,9 @@ mod tests {
 
     #[test]
     fn numbers_round_trip_through_the_writer_and_reader() {
+        const NUMBERS: [(u64, u32); 6] = [(5, 3), (0, 6), (63, 6), (1 << 40, 6), (300, 8), (1, 1)];
         let mut w = Writer::default();
-        for (v, width) in [
-            (5u64, 3u32),
-            (0, 6),
-            (63, 6),
-            (1 << 40, 6),
-            (300, 8),
-            (1, 1),
-        ] {
+        for (v, width) in NUMBERS {
             w.vbr(v, width.max(2));
             w.fixed(v & ((1 << width) - 1), width);
         }
@@ -472,14 +466,7 @@ mod tests {
             bytes: &w.bytes,
             bit: 0,
         };
-        for (v, width) in [
-            (5u64, 3u32),
-            (0, 6),
-            (63, 6),
-            (1 << 40, 6),
-            (300, 8),
-            (1, 1),
-        ] {
+        for (v, width) in NUMBERS {
             assert_eq!(r.vbr(width.max(2)).unwrap(), v);
             assert_eq!(r.fixed(width).unwrap(), v & ((1 << width) - 1));
         }

@@ -43,20 +43,24 @@ struct Saved {
 /// The label of the digest of a job's import names (`Saved::actions`).
 const IMPORT_SET: &str = "the set of imports";
 
+/// The digest of the names of `made`'s imports (`IMPORT_SET`'s value).
+fn import_set(made: &Ingredients) -> String {
+    let names: Vec<&str> = made
+        .keys()
+        .filter(|l| l.starts_with("an import "))
+        .map(String::as_str)
+        .collect();
+    crate::fsutil::sha256_hex(names.join("\n").as_bytes())[..16].to_string()
+}
+
 /// `made` without its imports, which go into `imports`, and with the digest of their names.
 fn fold_imports(made: &Ingredients, imports: &mut Ingredients) -> Ingredients {
-    let mut folded = Ingredients::new();
-    let mut names = Vec::new();
-    for (label, hash) in made {
-        if label.starts_with("an import ") {
-            imports.insert(label.clone(), hash.clone());
-            names.push(label.as_str());
-        } else {
-            folded.insert(label.clone(), hash.clone());
-        }
-    }
-    let digest = crate::fsutil::sha256_hex(names.join("\n").as_bytes());
-    folded.insert(IMPORT_SET.into(), digest[..16].to_string());
+    let (imported, mut folded): (Ingredients, Ingredients) = made
+        .clone()
+        .into_iter()
+        .partition(|(label, _)| label.starts_with("an import "));
+    folded.insert(IMPORT_SET.into(), import_set(made));
+    imports.extend(imported);
     folded
 }
 
@@ -179,10 +183,9 @@ impl History {
                         before.insert(label.clone(), hash.clone());
                     }
                 }
-                let mut unused = Ingredients::new();
-                let mut now_with_set = fold_imports(now, &mut unused);
-                now_with_set.extend(unused);
-                difference(&before, &now_with_set)
+                let mut now = now.clone();
+                now.insert(IMPORT_SET.into(), import_set(&now));
+                difference(&before, &now)
             }
         }
     }
