@@ -171,23 +171,29 @@ fn link(
     (out, report)
 }
 
-/// Each job's action key ("content", or "names: " and why).
-fn keys(report: &Value) -> Vec<String> {
+/// One field of each job of a report, by its JSON pointer ("" where it is not a string).
+fn each_job(report: &Value, pointer: &str) -> Vec<String> {
     report["jobs"]
         .as_array()
         .unwrap_or(&Vec::new())
         .iter()
-        .map(|j| j["remote"]["key"].as_str().unwrap_or("").to_string())
+        .map(|j| {
+            j.pointer(pointer)
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string()
+        })
         .collect()
 }
 
+/// Each job's action key ("content", or "names: " and why).
+fn keys(report: &Value) -> Vec<String> {
+    each_job(report, "/remote/key")
+}
+
+/// Where each job ran.
 pub fn ran(report: &Value) -> Vec<String> {
-    report["jobs"]
-        .as_array()
-        .unwrap_or(&Vec::new())
-        .iter()
-        .map(|j| j["ran"].as_str().unwrap().to_string())
-        .collect()
+    each_job(report, "/ran")
 }
 
 #[test]
@@ -256,12 +262,7 @@ fn every_job_of_a_link_with_archives_and_parent_directory_inputs_runs_on_a_worke
 
 /// Each job's reason for not coming from the action cache ("" when it did).
 fn misses(report: &Value) -> Vec<String> {
-    report["jobs"]
-        .as_array()
-        .unwrap_or(&Vec::new())
-        .iter()
-        .map(|j| j["remote"]["miss"].as_str().unwrap_or("").to_string())
-        .collect()
+    each_job(report, "/remote/miss")
 }
 
 /// An action keyed by content changes exactly when the object could: a relink takes every job
