@@ -6,7 +6,7 @@ thin archives in a second checkout — with actions keyed by names (`--remote-ke
 dtlto-bridge did before content keys) and by content (the default). Each keying gets a fresh
 BuildGrid with 2 test workers on a Unix socket of this machine, and a history directory of its
 own (so each miss's reason compares with links of the same keying). Every linked program must
-pass its check. Writes bench/results/<date>-sharing.md.
+pass its check and be byte for byte the program of the same flow linked without the farm. Writes bench/results/<date>-sharing.md.
 
 What it measures, and why each number is what it is, is explained in bench/README.md.
 """
@@ -118,8 +118,8 @@ def openssl_project(build, checkout):
 
 
 def link(farm, key, checkout, inputs, libs, env, cwd=None, classic=False):
-    """One link of `inputs` into checkout/prog through the farm; its report (the program
-    checked by the caller)."""
+    """One link of `inputs` into checkout/prog through the farm (here without one); its report
+    (the program checked by the caller)."""
     # The program by a relative name where the link runs in the checkout (lld names the jobs'
     # outputs after it), by its absolute path from elsewhere.
     prog = "prog" if cwd is None else os.path.join(checkout, "prog")
@@ -128,8 +128,9 @@ def link(farm, key, checkout, inputs, libs, env, cwd=None, classic=False):
     for f in (report, os.path.join(checkout, "prog")):
         if os.path.exists(f):
             os.remove(f)
-    bridge = [f"--remote={farm.url}", "--remote-instance=main", f"--remote-key={key}",
-              f"--report={report}"]
+    bridge = [f"--report={report}"]
+    if farm:
+        bridge += [f"--remote={farm.url}", "--remote-instance=main", f"--remote-key={key}"]
     if classic:
         cmd = [bench.BRIDGE, "link"] + bridge + ["--"] + LLD
     else:
@@ -153,10 +154,22 @@ def scenarios(project, key, a, b, elsewhere, env):
     shutil.rmtree(env["DTLTO_BRIDGE_HISTORY"], ignore_errors=True)
     rows = []
     try:
+        # Each flow's program linked here, without the farm: every program the farm gives must
+        # be the same, byte for byte.
+        here = {}
+        for classic in (False, True):
+            link(None, key, a, project.inputs, project.libs, env, classic=classic)
+            with open(os.path.join(a, "prog"), "rb") as f:
+                here[classic] = f.read()
+
         def row(name, checkout, inputs, cwd=None, classic=False):
             before = farm.executed()
             seconds, r = link(farm, key, checkout, inputs, project.libs, env, cwd, classic)
             project.check(os.path.join(checkout, "prog"))
+            with open(os.path.join(checkout, "prog"), "rb") as f:
+                if f.read() != here[classic]:
+                    sys.exit(f"link {name} ({key}): the program differs from the one linked "
+                             "here without the farm")
             t = r["totals"]
             executed = farm.executed() - before
             if t["fell_back"] or executed != t["remote"]:

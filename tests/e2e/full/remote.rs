@@ -516,35 +516,27 @@ fn relinks_other_checkouts_and_absolute_paths_take_every_job_from_the_action_cac
         keys(&report),
         stderr(&out)
     );
-    // Every input by its absolute path, in both checkouts: the second takes every job from
-    // the cache. (Absolute names sort before relative ones, and lld numbers a shard's modules
-    // in the order of their names, so the first such link may execute some jobs again.)
+    // Every input by its absolute path, in both checkouts: lld numbers a shard's modules and
+    // values in the order of their names (absolute names sort before relative ones), and the
+    // action does not depend on that order.
     let absolute = |space: &Space| -> Vec<String> {
         inputs
             .iter()
             .map(|i| space.path(i).display().to_string())
             .collect()
     };
-    let (out, report) = link(&first, &farm.args(), &[], &absolute(&first));
-    assert_linked(&out);
-    assert_eq!(first.run_program("prog"), HELLO);
-    assert!(
-        ran(&report).iter().all(|r| r.starts_with("remote")),
-        "{:?}\n{}",
-        ran(&report),
-        stderr(&out)
-    );
-    let executed = farm.executed().len();
-    let (out, report) = link(&second, &farm.args(), &[], &absolute(&second));
-    assert_linked(&out);
-    assert_eq!(second.run_program("prog"), HELLO);
-    assert_eq!(
-        ran(&report),
-        ["remote cache"; 5],
-        "{:?}\n{}",
-        keys(&report),
-        stderr(&out)
-    );
+    for space in [&first, &second] {
+        let (out, report) = link(space, &farm.args(), &[], &absolute(space));
+        assert_linked(&out);
+        assert_eq!(space.run_program("prog"), HELLO);
+        assert_eq!(
+            ran(&report),
+            ["remote cache"; 5],
+            "{:?}\n{}",
+            keys(&report),
+            stderr(&out)
+        );
+    }
     assert_eq!(farm.executed().len(), executed, "nothing executed again");
 }
 
@@ -783,61 +775,80 @@ fn blobs_larger_than_a_batch_go_through_bytestream_both_ways() {
 }
 
 #[test]
-fn dtlto_bridge_link_on_clang_19_runs_its_jobs_on_the_workers() {
-    let farm = Farm::start(2, &[]);
-    let space = Space::new();
-    let mut cmd = classic_link_19(&space, &farm);
-    let report_path = space.tmp.with_file_name("report.json");
-    let out = cmd.output().unwrap();
-    assert_linked(&out);
-    assert_eq!(space.run_program("prog"), HELLO);
-    let report: Value = serde_json::from_str(&fs::read_to_string(&report_path).unwrap()).unwrap();
-    assert_eq!(ran(&report), ["remote"; 5], "{}", stderr(&out));
-    assert_eq!(farm.executed().len(), 5, "the workers ran every job");
-    assert!(space.leftovers().is_empty(), "{:?}", space.leftovers());
-    // A relink writes the same paths into its shards (extracted members included): every job
-    // comes from the action cache.
-    fs::remove_file(space.path("prog")).unwrap();
-    let out = cmd.output().unwrap();
-    assert_linked(&out);
-    assert_eq!(space.run_program("prog"), HELLO);
-    let report: Value = serde_json::from_str(&fs::read_to_string(&report_path).unwrap()).unwrap();
-    assert_eq!(ran(&report), ["remote cache"; 5], "{}", stderr(&out));
-    assert_eq!(farm.executed().len(), 5, "nothing ran again");
-    // A second checkout: its private directory has another name, which the shards record;
-    // keyed by content, every job comes from the cache all the same.
-    let second = Space::new();
-    let out = classic_link_19(&second, &farm).output().unwrap();
-    assert_linked(&out);
-    assert_eq!(second.run_program("prog"), HELLO);
-    let report_path = second.tmp.with_file_name("report.json");
-    let report: Value = serde_json::from_str(&fs::read_to_string(&report_path).unwrap()).unwrap();
-    assert_eq!(
-        ran(&report),
-        ["remote cache"; 5],
-        "{:?}\n{}",
-        keys(&report),
-        stderr(&out)
-    );
-    assert_eq!(
-        farm.executed().len(),
-        5,
-        "nothing ran in the second checkout"
-    );
+fn dtlto_bridge_link_on_clang_14_and_19_runs_its_jobs_on_the_workers() {
+    for version in [14, 19] {
+        let farm = Farm::start(2, &[]);
+        let space = Space::new();
+        // The program linked here, without the farm: the farm's must be the same bytes.
+        let out = classic_link(&space, version, None).output().unwrap();
+        assert_linked(&out);
+        let here = fs::read(space.path("prog")).unwrap();
+        fs::remove_file(space.path("prog")).unwrap();
+        let mut cmd = classic_link(&space, version, Some(&farm));
+        let report_path = space.tmp.with_file_name("report.json");
+        let out = cmd.output().unwrap();
+        assert_linked(&out);
+        assert_eq!(space.run_program("prog"), HELLO);
+        assert!(
+            fs::read(space.path("prog")).unwrap() == here,
+            "{version}: the programs differ"
+        );
+        let report: Value =
+            serde_json::from_str(&fs::read_to_string(&report_path).unwrap()).unwrap();
+        assert_eq!(ran(&report), ["remote"; 5], "{version}: {}", stderr(&out));
+        assert_eq!(farm.executed().len(), 5, "the workers ran every job");
+        assert!(space.leftovers().is_empty(), "{:?}", space.leftovers());
+        // A relink writes the same paths into its shards (extracted members included): every
+        // job comes from the action cache.
+        fs::remove_file(space.path("prog")).unwrap();
+        let out = cmd.output().unwrap();
+        assert_linked(&out);
+        assert_eq!(space.run_program("prog"), HELLO);
+        let report: Value =
+            serde_json::from_str(&fs::read_to_string(&report_path).unwrap()).unwrap();
+        assert_eq!(ran(&report), ["remote cache"; 5], "{}", stderr(&out));
+        assert_eq!(farm.executed().len(), 5, "nothing ran again");
+        // A second checkout: its private directory has another name, which the shards record;
+        // keyed by content, every job comes from the cache all the same.
+        let second = Space::new();
+        let out = classic_link(&second, version, Some(&farm))
+            .output()
+            .unwrap();
+        assert_linked(&out);
+        assert_eq!(second.run_program("prog"), HELLO);
+        let report_path = second.tmp.with_file_name("report.json");
+        let report: Value =
+            serde_json::from_str(&fs::read_to_string(&report_path).unwrap()).unwrap();
+        assert_eq!(
+            ran(&report),
+            ["remote cache"; 5],
+            "{version}: {:?}\n{}",
+            keys(&report),
+            stderr(&out)
+        );
+        assert_eq!(
+            farm.executed().len(),
+            5,
+            "nothing ran in the second checkout"
+        );
+    }
 }
-/// examples/hello built by clang-19 in `space` (a regular and a thin archive), and the
-/// `dtlto-bridge link` command that links it with lld-19 on `farm`, writing
+/// examples/hello built by clang-VERSION in `space` (a regular and a thin archive), and the
+/// `dtlto-bridge link` command that links it with lld-VERSION (on `farm` if given), writing
 /// `report.json` beside the space's TMPDIR.
-fn classic_link_19(space: &Space, farm: &Farm) -> Command {
-    let inputs = space.hello_with("clang-19");
+fn classic_link(space: &Space, version: u32, farm: Option<&Farm>) -> Command {
+    let inputs = space.hello_with(&format!("clang-{version}"));
     let report_path = space.tmp.with_file_name("report.json");
     let mut cmd = space.bridge(&["link", &format!("--report={}", report_path.display())]);
-    cmd.args(farm.args()).arg("--");
+    if let Some(farm) = farm {
+        cmd.args(farm.args());
+    }
+    cmd.arg("--");
     cmd.args([
-        "clang-19",
+        &format!("clang-{version}"),
         "-O2",
         "-flto=thin",
-        "-fuse-ld=lld-19",
+        &format!("-fuse-ld=lld-{version}"),
         "-o",
         "prog",
     ]);

@@ -1,0 +1,297 @@
+//! Bitstream: reads and writes the LLVM bitstream container (fixed and variable-width numbers,
+//! blocks with their length words, abbreviations, records), as the LLVM bitcode format
+//! documents it.
+//!
+//! It knows the container only: not what a block or a record means, and not BLOCKINFO blocks
+//! (index shards have none; the callers refuse them).
+
+pub const END_BLOCK: u64 = 0;
+pub const ENTER_SUBBLOCK: u64 = 1;
+pub const DEFINE_ABBREV: u64 = 2;
+pub const UNABBREV_RECORD: u64 = 3;
+
+/// An abbreviation operand.
+#[derive(Debug, Clone, Copy)]
+pub enum Op {
+    Literal(u64),
+    Fixed(u32),
+    Vbr(u32),
+    Array,
+    Char6,
+    Blob,
+}
+
+/// One record: its code and operands (a blob's bytes become operands, and `blob` says so).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record {
+    pub code: u64,
+    pub ops: Vec<u64>,
+    pub blob: bool,
+}
+
+pub struct Reader<'a> {
+    pub bytes: &'a [u8],
+    pub bit: usize,
+}
+
+impl Reader<'_> {
+    pub fn fixed(&mut self, width: u32) -> Result<u64, String> {
+        let mut v = 0u64;
+        for i in 0..width {
+            let byte = self
+                .bytes
+                .get(self.bit / 8)
+                .ok_or_else(|| "truncated".to_string())?;
+            v |= u64::from((byte >> (self.bit % 8)) & 1) << i;
+            self.bit += 1;
+        }
+        Ok(v)
+    }
+
+    pub fn vbr(&mut self, width: u32) -> Result<u64, String> {
+        let high = 1u64 << (width - 1);
+        let mut v = 0u64;
+        let mut shift = 0;
+        loop {
+            let chunk = self.fixed(width)?;
+            if shift >= 64 {
+                return Err("a variable-width number is too long".into());
+            }
+            v |= (chunk & (high - 1)) << shift;
+            shift += width - 1;
+            if chunk & high == 0 {
+                return Ok(v);
+            }
+        }
+    }
+
+    pub fn align32(&mut self) {
+        self.bit = self.bit.div_ceil(32) * 32;
+    }
+
+    /// After ENTER_SUBBLOCK: the block id, its abbreviation width, the byte offset of its
+    /// length word and the byte offset of its end.
+    pub fn enter(&mut self) -> Result<(u64, u32, usize, usize), String> {
+        let block = self.vbr(8)?;
+        let width = self.vbr(4)?;
+        if !(1..=32).contains(&width) {
+            return Err(format!("block {block} has abbreviation width {width}"));
+        }
+        self.align32();
+        let len_at = self.bit / 8;
+        let words = self.fixed(32)? as usize;
+        let end = self.bit / 8 + words * 4;
+        if end > self.bytes.len() {
+            return Err(format!("block {block} runs past the end of the file"));
+        }
+        Ok((block, width as u32, len_at, end))
+    }
+
+    pub fn define_abbrev(&mut self) -> Result<Vec<Op>, String> {
+        let n = self.vbr(5)?;
+        let mut ops = Vec::new();
+        for _ in 0..n {
+            let literal = self.fixed(1)? == 1;
+            ops.push(if literal {
+                Op::Literal(self.vbr(8)?)
+            } else {
+                let width = |w: u64| match w {
+                    1..=32 => Ok(w as u32),
+                    _ => Err(format!("an abbreviation operand of width {w}")),
+                };
+                match self.fixed(3)? {
+                    1 => Op::Fixed(width(self.vbr(5)?)?),
+                    2 => Op::Vbr(width(self.vbr(5)?)?),
+                    3 => Op::Array,
+                    4 => Op::Char6,
+                    5 => Op::Blob,
+                    e => return Err(format!("unknown abbreviation encoding {e}")),
+                }
+            });
+        }
+        Ok(ops)
+    }
+
+    fn scalar(&mut self, op: Op) -> Result<u64, String> {
+        match op {
+            Op::Literal(v) => Ok(v),
+            Op::Fixed(w) => self.fixed(w),
+            Op::Vbr(w) if w >= 2 => self.vbr(w),
+            Op::Char6 => {
+                let v = self.fixed(6)? as u8;
+                Ok(u64::from(match v {
+                    0..=25 => b'a' + v,
+                    26..=51 => b'A' + v - 26,
+                    52..=61 => b'0' + v - 52,
+                    62 => b'.',
+                    _ => b'_',
+                }))
+            }
+            _ => Err("an array or blob where a scalar belongs".into()),
+        }
+    }
+
+    /// The record that abbreviation `id` starts.
+    pub fn record(&mut self, id: u64, width: u32, abbrevs: &[Vec<Op>]) -> Result<Record, String> {
+        if id == UNABBREV_RECORD {
+            let code = self.vbr(6)?;
+            let n = self.vbr(6)?;
+            let ops = (0..n).map(|_| self.vbr(6)).collect::<Result<_, _>>()?;
+            return Ok(Record {
+                code,
+                ops,
+                blob: false,
+            });
+        }
+        let abbrev = abbrevs
+            .get((id - 4) as usize)
+            .ok_or_else(|| format!("undefined abbreviation {id} (width {width})"))?
+            .clone();
+        let mut values = Vec::new();
+        let mut blob = false;
+        let mut i = 0;
+        while i < abbrev.len() {
+            match abbrev[i] {
+                Op::Array => {
+                    let element = *abbrev.get(i + 1).ok_or("an array without its element")?;
+                    let n = self.vbr(6)?;
+                    for _ in 0..n {
+                        values.push(self.scalar(element)?);
+                    }
+                    i += 2;
+                    continue;
+                }
+                Op::Blob => {
+                    blob = true;
+                    let n = self.vbr(6)? as usize;
+                    self.align32();
+                    for _ in 0..n {
+                        values.push(self.fixed(8)?);
+                    }
+                    self.align32();
+                }
+                op => values.push(self.scalar(op)?),
+            }
+            i += 1;
+        }
+        if values.is_empty() {
+            return Err(format!("abbreviation {id} gives no record code"));
+        }
+        let code = values.remove(0);
+        Ok(Record {
+            code,
+            ops: values,
+            blob,
+        })
+    }
+
+    /// Every record of a block that holds no blocks, up to its END_BLOCK; `what` names the
+    /// block in errors.
+    pub fn records(&mut self, width: u32, what: &str) -> Result<Vec<Record>, String> {
+        let mut abbrevs = Vec::new();
+        let mut records = Vec::new();
+        loop {
+            match self.fixed(width)? {
+                END_BLOCK => {
+                    self.align32();
+                    return Ok(records);
+                }
+                ENTER_SUBBLOCK => return Err(format!("a block inside the {what}")),
+                DEFINE_ABBREV => abbrevs.push(self.define_abbrev()?),
+                id => records.push(self.record(id, width, &abbrevs)?),
+            }
+        }
+    }
+}
+
+/// Bits, least significant first, into little-endian bytes.
+#[derive(Default)]
+pub struct Writer {
+    pub bytes: Vec<u8>,
+    bit: usize,
+}
+
+impl Writer {
+    pub fn fixed(&mut self, value: u64, width: u32) {
+        for i in 0..width {
+            if self.bit / 8 == self.bytes.len() {
+                self.bytes.push(0);
+            }
+            let b = ((value >> i) & 1) as u8;
+            self.bytes[self.bit / 8] |= b << (self.bit % 8);
+            self.bit += 1;
+        }
+    }
+
+    pub fn vbr(&mut self, mut value: u64, width: u32) {
+        let high = 1u64 << (width - 1);
+        while value >= high {
+            self.fixed((value & (high - 1)) | high, width);
+            value >>= width - 1;
+        }
+        self.fixed(value, width);
+    }
+
+    pub fn unabbreviated(&mut self, width: u32, code: u64, ops: &[u64]) {
+        self.fixed(UNABBREV_RECORD, width);
+        self.vbr(code, 6);
+        self.vbr(ops.len() as u64, 6);
+        for &op in ops {
+            self.vbr(op, 6);
+        }
+    }
+
+    /// END_BLOCK and the padding to a 32-bit word: a block's body is complete.
+    pub fn end_block(&mut self, width: u32) {
+        self.fixed(END_BLOCK, width);
+        self.align32();
+    }
+
+    pub fn align32(&mut self) {
+        self.bit = self.bit.div_ceil(32) * 32;
+        self.bytes.resize(self.bit / 8, 0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_round_trip_through_the_writer_and_reader() {
+        const NUMBERS: [(u64, u32); 6] = [(5, 3), (0, 6), (63, 6), (1 << 40, 6), (300, 8), (1, 1)];
+        let mut w = Writer::default();
+        for (v, width) in NUMBERS {
+            w.vbr(v, width.max(2));
+            w.fixed(v & ((1 << width) - 1), width);
+        }
+        w.vbr(u64::MAX, 6);
+        w.align32();
+        let mut r = Reader {
+            bytes: &w.bytes,
+            bit: 0,
+        };
+        for (v, width) in NUMBERS {
+            assert_eq!(r.vbr(width.max(2)).unwrap(), v);
+            assert_eq!(r.fixed(width).unwrap(), v & ((1 << width) - 1));
+        }
+        assert_eq!(r.vbr(6).unwrap(), u64::MAX);
+        assert_eq!(w.bytes.len() % 4, 0);
+    }
+
+    #[test]
+    fn unabbreviated_records_read_back() {
+        let mut w = Writer::default();
+        w.unabbreviated(3, 16, &[7, u64::MAX]);
+        w.unabbreviated(3, 1, &[]);
+        w.end_block(3);
+        let mut r = Reader {
+            bytes: &w.bytes,
+            bit: 0,
+        };
+        let records = r.records(3, "test block").unwrap();
+        let codes: Vec<(u64, Vec<u64>)> = records.into_iter().map(|r| (r.code, r.ops)).collect();
+        assert_eq!(codes, [(16, vec![7, u64::MAX]), (1, vec![])]);
+        assert_eq!(r.bit, w.bytes.len() * 8);
+    }
+}

@@ -1,0 +1,350 @@
+//! Shard: rewrites a ThinLTO index shard (the `*.thinlto.bc` file lld writes for each backend
+//! job) so that a remote action names the job's modules by content and holds the same bytes
+//! whatever names and order lld gave them in this link.
+//!
+//! It knows the layout lld 14 to 22 write: a MODULE_BLOCK holding a VERSION record, one
+//! MODULE_STRTAB_BLOCK of ENTRY `[id, chars...]` and HASH `[5 x i32]` records, and the summary
+//! block (summary.rs puts that one in order); then a STRTAB block. Anything else in the module
+//! path table or around it (a wrapper header, a BLOCKINFO block, a record code it does not
+//! know, a second table, an offset record) is an error, never a guess.
+
+mod bitstream;
+mod summary;
+
+use bitstream::{Reader, Record, Writer, DEFINE_ABBREV, END_BLOCK, ENTER_SUBBLOCK};
+use std::collections::HashMap;
+
+/// The bitcode magic: 'B', 'C', 0xC0DE.
+const MAGIC: [u8; 4] = [0x42, 0x43, 0xC0, 0xDE];
+const BLOCKINFO_BLOCK: u64 = 0;
+const MODULE_BLOCK: u64 = 8;
+const MODULE_STRTAB_BLOCK: u64 = 19;
+const GLOBALVAL_SUMMARY_BLOCK: u64 = 20;
+/// MODULE_CODE_VSTOFFSET: a word offset into the file, which a rewrite would break.
+const MODULE_CODE_VSTOFFSET: u64 = 13;
+const MST_CODE_ENTRY: u64 = 1;
+const MST_CODE_HASH: u64 = 2;
+
+/// A module of the module path table: its id, path and hash (five 32-bit words, kept as read).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Module {
+    id: u64,
+    path: String,
+    hash: Option<Vec<u64>>,
+}
+
+/// A block inside the MODULE_BLOCK: where its length word is, where it ends, and its
+/// abbreviation width.
+#[derive(Debug, Clone, Copy)]
+struct Span {
+    len_at: usize,
+    end: usize,
+    width: u32,
+}
+
+/// Where the module path table and the summary block are in the file, and the modules.
+#[derive(Debug)]
+struct Table {
+    /// Byte offset of the MODULE_BLOCK's length word.
+    module_len_at: usize,
+    strtab: Span,
+    summary: Option<Span>,
+    modules: Vec<Module>,
+}
+
+/// The module paths a shard names, in its order.
+pub fn module_paths(shard: &[u8]) -> Result<Vec<String>, String> {
+    Ok(read_table(shard)?
+        .modules
+        .into_iter()
+        .map(|m| m.path)
+        .collect())
+}
+
+/// The shard with each module path `p` replaced by `rename(p)`, the modules numbered in the
+/// order of their new names, and the summary block in the canonical order summary.rs gives
+/// (kept as lld wrote it, with the modules' old numbers, when it holds a record summary.rs
+/// does not know). An error when the module table's layout is not the one this module knows,
+/// or when `rename` has no name for a path.
+pub fn rename(shard: &[u8], rename: &dyn Fn(&str) -> Option<String>) -> Result<Vec<u8>, String> {
+    let table = read_table(shard)?;
+    let mut modules = Vec::with_capacity(table.modules.len());
+    let mut seen = std::collections::HashSet::new();
+    for m in &table.modules {
+        let path = rename(&m.path).ok_or_else(|| format!("no name for module {}", m.path))?;
+        if !seen.insert(path.clone()) {
+            return Err(format!("two modules would be named {path}"));
+        }
+        modules.push(Module { path, ..m.clone() });
+    }
+    // lld numbers and writes the modules in an order that follows their old names.
+    modules.sort_by(|a, b| a.path.cmp(&b.path));
+    let numbers: HashMap<u64, u64> = modules
+        .iter()
+        .enumerate()
+        .map(|(new, m)| (m.id, new as u64))
+        .collect();
+    if numbers.len() != modules.len() {
+        return Err("two modules with one id".into());
+    }
+    let summary = table
+        .summary
+        .and_then(|s| summary::canonical(&shard[s.len_at + 4..s.end], s.width, &numbers).ok());
+    if summary.is_some() {
+        for m in &mut modules {
+            m.id = numbers[&m.id];
+        }
+    }
+    let mut w = Writer::default();
+    for m in &modules {
+        let mut ops = vec![m.id];
+        ops.extend(m.path.bytes().map(u64::from));
+        w.unabbreviated(table.strtab.width, MST_CODE_ENTRY, &ops);
+        if let Some(words) = &m.hash {
+            w.unabbreviated(table.strtab.width, MST_CODE_HASH, words);
+        }
+    }
+    w.end_block(table.strtab.width);
+    let mut splices = vec![(table.strtab, w.bytes)];
+    if let (Some(span), Some(body)) = (table.summary, summary) {
+        splices.push((span, body));
+    }
+    let out = splice(shard, table.module_len_at, splices)?;
+    // Read back what was written: the same modules, renamed.
+    if read_table(&out)?.modules.len() != table.modules.len() {
+        return Err("the rewritten table does not read back".into());
+    }
+    Ok(out)
+}
+
+/// The file with each block's body replaced (blocks in file order, none inside another), its
+/// length word and the enclosing MODULE_BLOCK's length word set to match.
+fn splice(
+    shard: &[u8],
+    module_len_at: usize,
+    mut blocks: Vec<(Span, Vec<u8>)>,
+) -> Result<Vec<u8>, String> {
+    blocks.sort_by_key(|(span, _)| span.len_at);
+    let mut out = Vec::with_capacity(shard.len() * 2);
+    let mut from = 0;
+    let mut delta: i64 = 0;
+    for (span, body) in &blocks {
+        out.extend_from_slice(&shard[from..span.len_at]);
+        out.extend_from_slice(&((body.len() / 4) as u32).to_le_bytes());
+        out.extend_from_slice(body);
+        from = span.end;
+        delta += (body.len() / 4) as i64 - ((span.end - span.len_at - 4) / 4) as i64;
+    }
+    out.extend_from_slice(&shard[from..]);
+    let at = module_len_at;
+    let words = u32::from_le_bytes(out[at..at + 4].try_into().expect("4 bytes"));
+    let words: u32 = (i64::from(words) + delta)
+        .try_into()
+        .map_err(|_| "the module block's length does not fit".to_string())?;
+    out[at..at + 4].copy_from_slice(&words.to_le_bytes());
+    Ok(out)
+}
+
+fn read_table(shard: &[u8]) -> Result<Table, String> {
+    if shard.get(..4) != Some(&MAGIC[..]) {
+        return Err("not a raw bitcode file (no 'BC' 0xC0DE magic)".into());
+    }
+    let mut r = Reader {
+        bytes: shard,
+        bit: 32,
+    };
+    let mut found = None;
+    while r.bit / 8 < shard.len() {
+        // Top level: abbreviation width 2, only blocks.
+        let id = r.fixed(2)?;
+        if id != ENTER_SUBBLOCK {
+            return Err(format!("unexpected abbreviation {id} at the top level"));
+        }
+        let (block, width, len_at, end) = r.enter()?;
+        match block {
+            BLOCKINFO_BLOCK => return Err("a BLOCKINFO block (not written in shards)".into()),
+            MODULE_BLOCK => {
+                if found.is_some() {
+                    return Err("two module blocks".into());
+                }
+                found = Some(module_block(&mut r, width, len_at, end)?);
+            }
+            _ => r.bit = end * 8,
+        }
+        if r.bit != end * 8 {
+            return Err(format!("block {block} does not end where its length says"));
+        }
+    }
+    found.ok_or_else(|| "no module path table".to_string())
+}
+
+fn module_block(
+    r: &mut Reader,
+    width: u32,
+    module_len_at: usize,
+    end: usize,
+) -> Result<Table, String> {
+    let mut abbrevs = Vec::new();
+    let mut table: Option<(Span, Vec<Module>)> = None;
+    let mut summary = None;
+    loop {
+        match r.fixed(width)? {
+            END_BLOCK => {
+                r.align32();
+                break;
+            }
+            ENTER_SUBBLOCK => {
+                let (block, w, len_at, block_end) = r.enter()?;
+                let span = Span {
+                    len_at,
+                    end: block_end,
+                    width: w,
+                };
+                match block {
+                    BLOCKINFO_BLOCK => {
+                        return Err("a BLOCKINFO block (not written in shards)".into())
+                    }
+                    MODULE_STRTAB_BLOCK if table.is_some() => {
+                        return Err("two module path tables".into())
+                    }
+                    MODULE_STRTAB_BLOCK => {
+                        let records = r.records(w, "module path table")?;
+                        if r.bit != block_end * 8 {
+                            return Err(
+                                "the module path table does not end where its length says".into()
+                            );
+                        }
+                        table = Some((span, modules(records)?));
+                    }
+                    GLOBALVAL_SUMMARY_BLOCK if summary.is_some() => {
+                        return Err("two summary blocks".into())
+                    }
+                    GLOBALVAL_SUMMARY_BLOCK => {
+                        summary = Some(span);
+                        r.bit = block_end * 8;
+                    }
+                    _ => r.bit = block_end * 8,
+                }
+            }
+            DEFINE_ABBREV => abbrevs.push(r.define_abbrev()?),
+            id => {
+                if r.record(id, width, &abbrevs)?.code == MODULE_CODE_VSTOFFSET {
+                    return Err(
+                        "a value symbol table offset (a per-module file, not a shard)".into(),
+                    );
+                }
+            }
+        }
+    }
+    if r.bit != end * 8 {
+        return Err("the module block does not end where its length says".into());
+    }
+    let (strtab, modules) =
+        table.ok_or_else(|| "no module path table in the module block".to_string())?;
+    if summary.is_some_and(|s| s.len_at < strtab.end) {
+        return Err("the summary block before the module path table".into());
+    }
+    Ok(Table {
+        module_len_at,
+        strtab,
+        summary,
+        modules,
+    })
+}
+
+/// The module path table's records as modules, each ENTRY with the HASH that follows it.
+fn modules(records: Vec<Record>) -> Result<Vec<Module>, String> {
+    let mut modules: Vec<Module> = Vec::new();
+    for Record { code, ops, blob } in records {
+        match code {
+            MST_CODE_ENTRY if !ops.is_empty() && !blob => {
+                let bytes = ops[1..]
+                    .iter()
+                    .map(|&c| u8::try_from(c).map_err(|_| "a path character over 255"))
+                    .collect::<Result<Vec<u8>, _>>()?;
+                let path = String::from_utf8(bytes)
+                    .map_err(|_| "a module path that is not UTF-8".to_string())?;
+                modules.push(Module {
+                    id: ops[0],
+                    path,
+                    hash: None,
+                });
+            }
+            MST_CODE_HASH if ops.len() == 5 => match modules.last_mut() {
+                Some(m @ Module { hash: None, .. }) => m.hash = Some(ops),
+                _ => return Err("a module hash without its module".into()),
+            },
+            code => {
+                return Err(format!(
+                    "record code {code} with {} operands in the module path table",
+                    ops.len()
+                ))
+            }
+        }
+    }
+    Ok(modules)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A shard clang-22/lld-22 wrote for examples/hello's main.o, with a regular archive's
+    /// members named by lld (pid 0x2481).
+    const SHARD: &[u8] = include_bytes!("../../../tests/data/main.thinlto.bc");
+
+    #[test]
+    fn a_real_shard_is_read_and_renamed_and_reads_back() {
+        let paths = module_paths(SHARD).unwrap();
+        assert_eq!(
+            paths,
+            [
+                "add.o",
+                "greeting.o",
+                "libmul.a(mul.o at 92).4.2481.o",
+                "libmul.a(sq.o at 2812).5.2481.o",
+                "main.o"
+            ]
+        );
+        let renamed = rename(SHARD, &|p| Some(format!("m/{}.o", p.len()))).unwrap();
+        // In the order of the new names.
+        assert_eq!(
+            module_paths(&renamed).unwrap(),
+            ["m/10.o", "m/30.o", "m/31.o", "m/5.o", "m/6.o"]
+        );
+        // Whatever order the old names gave, the same bytes.
+        let reversed = rename(SHARD, &|p| Some(format!("z/{}", 100 - p.len()))).unwrap();
+        let back = rename(&reversed, &|p| {
+            let n: usize = p[2..].parse().unwrap();
+            Some(format!("m/{}.o", 100 - n))
+        })
+        .unwrap();
+        assert_eq!(back, renamed);
+        // The STRTAB block after the module block is unchanged.
+        let tail = &SHARD[SHARD.len() - 16..];
+        assert!(renamed.ends_with(tail));
+        let again = rename(&renamed, &|p| Some(p.to_string())).unwrap();
+        assert_eq!(again, renamed);
+        // No name for a module, or two modules under one name: refused.
+        assert!(rename(SHARD, &|p| (p != "main.o").then(|| p.to_string())).is_err());
+        assert!(rename(SHARD, &|_| Some("same.o".into()))
+            .unwrap_err()
+            .contains("two modules"));
+    }
+
+    #[test]
+    fn what_is_not_a_shard_is_refused() {
+        assert!(module_paths(b"").is_err());
+        assert!(module_paths(b"\x7fELF....").unwrap_err().contains("magic"));
+        // The magic and then a block that runs past the end.
+        let mut bytes = MAGIC.to_vec();
+        let mut w = Writer::default();
+        w.fixed(ENTER_SUBBLOCK, 2);
+        w.vbr(MODULE_BLOCK, 8);
+        w.vbr(3, 4);
+        w.align32();
+        w.fixed(1000, 32);
+        bytes.extend(w.bytes);
+        assert!(module_paths(&bytes).unwrap_err().contains("past the end"));
+    }
+}

@@ -1,0 +1,319 @@
+//! Summary: puts the summary block of a ThinLTO index shard (GLOBALVAL_SUMMARY_BLOCK) in a
+//! canonical form. lld numbers the block's values and orders its records in an order that
+//! follows the modules' names; the same summaries under other names must give the same bytes.
+//!
+//! Values are renumbered in the order of their GUIDs, modules as the caller numbered them, and
+//! the summaries written in the order (module, value), aliases last (the reader looks up an
+//! alias's aliasee among the summaries already read). It knows the records of the summary
+//! versions LLVM 14, 19 and 22 write into a shard when nothing but plain ThinLTO is in use
+//! (values, functions, variables, aliases, original names, the block count). Any other record
+//! (type tests, parameter accesses, memory profiles, CFI) or another version is an error: the
+//! caller then keeps the block as lld wrote it. It does not know what a summary means, and
+//! relies on what LLVM's reader does: values and modules are numbered only within the file,
+//! and a backend does not depend on the order of the summaries.
+
+use super::bitstream::{Reader, Record, Writer};
+use std::collections::{BTreeMap, HashMap};
+
+const FS_COMBINED: u64 = 4;
+const FS_COMBINED_PROFILE: u64 = 5;
+const FS_COMBINED_GLOBALVAR_INIT_REFS: u64 = 6;
+const FS_COMBINED_ALIAS: u64 = 8;
+const FS_COMBINED_ORIGINAL_NAME: u64 = 9;
+const FS_VERSION: u64 = 10;
+const FS_VALUE_GUID: u64 = 16;
+const FS_FLAGS: u64 = 20;
+const FS_BLOCK_COUNT: u64 = 24;
+
+/// The summary versions whose records this module knows, read in LLVM's writer and reader:
+/// LLVM 14 writes 9, 19 writes 10 and 22 writes 12. (Version 11, LLVM 20 and 21, is not
+/// verified: its blocks are kept as lld wrote them.)
+const VERSIONS: [u64; 3] = [9, 10, 12];
+
+/// One summary (a function, variable or alias in one module) with the original-name records
+/// that follow it.
+struct Summary {
+    record: Record,
+    names: Vec<Record>,
+}
+
+/// The block's body (what follows its length word) in canonical form, its modules renumbered
+/// by `modules` (old id → new id); an error names the first thing it does not know.
+pub fn canonical(body: &[u8], width: u32, modules: &HashMap<u64, u64>) -> Result<Vec<u8>, String> {
+    let mut r = Reader {
+        bytes: body,
+        bit: 0,
+    };
+    let records = r.records(width, "summary block")?;
+    if r.bit != body.len() * 8 {
+        return Err("the summary block does not end where its length says".into());
+    }
+    let mut header = Vec::new();
+    let mut guids: BTreeMap<u64, Record> = BTreeMap::new();
+    let mut summaries: Vec<Summary> = Vec::new();
+    let mut counts = Vec::new();
+    for record in records {
+        if record.blob {
+            return Err(format!("a blob in record code {}", record.code));
+        }
+        match record.code {
+            FS_VERSION | FS_FLAGS if guids.is_empty() && summaries.is_empty() => {
+                if record.code == FS_VERSION
+                    && record.ops.first().is_none_or(|v| !VERSIONS.contains(v))
+                {
+                    return Err(format!("summary version {:?}", record.ops.first()));
+                }
+                header.push(record);
+            }
+            FS_VALUE_GUID if summaries.is_empty() => {
+                let guid = guid(&record.ops)?;
+                if guids.insert(guid, record).is_some() {
+                    return Err(format!("GUID {guid} twice"));
+                }
+            }
+            FS_COMBINED
+            | FS_COMBINED_PROFILE
+            | FS_COMBINED_GLOBALVAR_INIT_REFS
+            | FS_COMBINED_ALIAS
+                if counts.is_empty() =>
+            {
+                summaries.push(Summary {
+                    record,
+                    names: Vec::new(),
+                })
+            }
+            FS_COMBINED_ORIGINAL_NAME if counts.is_empty() => summaries
+                .last_mut()
+                .ok_or("an original name before any summary")?
+                .names
+                .push(record),
+            FS_BLOCK_COUNT => counts.push(record),
+            code => return Err(format!("record code {code} where it is")),
+        }
+    }
+    if header.first().is_none_or(|r| r.code != FS_VERSION) {
+        return Err("no summary version first".into());
+    }
+    // Values in the order of their GUIDs, from 1 as LLVM numbers them.
+    let mut values = HashMap::new();
+    for (new, record) in guids.values_mut().enumerate() {
+        if values.insert(record.ops[0], new as u64 + 1).is_some() {
+            return Err(format!("value id {} twice", record.ops[0]));
+        }
+        record.ops[0] = new as u64 + 1;
+    }
+    for s in &mut summaries {
+        renumber(&mut s.record, &values, modules)?;
+    }
+    let key = |s: &Summary| {
+        let ops = &s.record.ops;
+        (s.record.code == FS_COMBINED_ALIAS, ops[1], ops[0])
+    };
+    summaries.sort_by_key(key);
+    if summaries.windows(2).any(|w| key(&w[0]) == key(&w[1])) {
+        return Err("two summaries of one value in one module".into());
+    }
+    let mut w = Writer::default();
+    let records = header
+        .iter()
+        .chain(guids.values())
+        .chain(
+            summaries
+                .iter()
+                .flat_map(|s| std::iter::once(&s.record).chain(&s.names)),
+        )
+        .chain(&counts);
+    for record in records {
+        w.unabbreviated(width, record.code, &record.ops);
+    }
+    w.end_block(width);
+    Ok(w.bytes)
+}
+
+/// A VALUE_GUID record's GUID: `[id, guid]` (up to version 11) or `[id, high, low]` (12).
+fn guid(ops: &[u64]) -> Result<u64, String> {
+    match *ops {
+        [_, guid] => Ok(guid),
+        [_, high, low] if high >> 32 == 0 && low >> 32 == 0 => Ok(high << 32 | low),
+        _ => Err(format!("a value GUID record of {} operands", ops.len())),
+    }
+}
+
+/// A summary record with its value ids and module id renumbered. Layouts (value ids marked):
+/// - function, `[*value, module, flags, instructions, function flags, entry count, refs,
+///   read-only refs, write-only refs, refs x *value, calls x (*value[, hotness])]`, a call
+///   with its hotness in FS_COMBINED_PROFILE;
+/// - variable, `[*value, module, flags, variable flags, refs x *value]`;
+/// - alias, `[*value, module, flags, *aliasee]` (aliasee 0: not in the shard).
+fn renumber(
+    record: &mut Record,
+    values: &HashMap<u64, u64>,
+    modules: &HashMap<u64, u64>,
+) -> Result<(), String> {
+    let code = record.code;
+    let ops = &mut record.ops;
+    let value = |v: &mut u64| -> Result<(), String> {
+        *v = *values
+            .get(v)
+            .ok_or_else(|| format!("value id {v} without a GUID in record code {code}"))?;
+        Ok(())
+    };
+    let short = || format!("record code {code} of {} operands", ops.len());
+    let (fixed, rest_is_value): (usize, Box<dyn Fn(usize) -> bool>) = match code {
+        FS_COMBINED | FS_COMBINED_PROFILE => {
+            let refs = usize::try_from(*ops.get(6).ok_or_else(short)?).map_err(|_| short())?;
+            let calls = ops.len().checked_sub(9 + refs).ok_or_else(short)?;
+            let stride = if code == FS_COMBINED_PROFILE { 2 } else { 1 };
+            if calls % stride != 0 {
+                return Err(short());
+            }
+            (9, Box::new(move |i| i < refs || (i - refs) % stride == 0))
+        }
+        FS_COMBINED_GLOBALVAR_INIT_REFS if ops.len() >= 4 => (4, Box::new(|_| true)),
+        // LLVM 22 writes aliasee 0 for an alias whose aliasee is not in the shard.
+        FS_COMBINED_ALIAS if ops.len() == 4 && ops[3] == 0 => (4, Box::new(|_| true)),
+        FS_COMBINED_ALIAS if ops.len() == 4 => (3, Box::new(|_| true)),
+        _ => return Err(short()),
+    };
+    value(&mut ops[0])?;
+    ops[1] = *modules
+        .get(&ops[1])
+        .ok_or_else(|| format!("module id {} not in the module path table", ops[1]))?;
+    for (i, v) in ops[fixed..].iter_mut().enumerate() {
+        if rest_is_value(i) {
+            value(v)?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(code: u64, ops: &[u64]) -> Record {
+        Record {
+            code,
+            ops: ops.to_vec(),
+            blob: false,
+        }
+    }
+
+    fn body(records: &[Record]) -> Vec<u8> {
+        let mut w = Writer::default();
+        for r in records {
+            w.unabbreviated(4, r.code, &r.ops);
+        }
+        w.end_block(4);
+        w.bytes
+    }
+
+    fn read(body: &[u8]) -> Vec<(u64, Vec<u64>)> {
+        let mut r = Reader {
+            bytes: body,
+            bit: 0,
+        };
+        let records = r.records(4, "test").unwrap();
+        records.into_iter().map(|r| (r.code, r.ops)).collect()
+    }
+
+    /// A block as LLVM 22 would write it: two modules, four values, a function in module 1
+    /// referring to a variable and calling a function of module 0, an alias of the variable.
+    /// `v` gives each value's id (by GUID 0x10, 0x20, 0x30), `m` each module's id.
+    fn block(v: [u64; 3], m: [u64; 2]) -> Vec<Record> {
+        let mut summaries = vec![
+            record(
+                FS_COMBINED_PROFILE,
+                &[v[0], m[1], 96, 5, 64, 0, 1, 0, 0, v[1], v[2], 8],
+            ),
+            record(FS_COMBINED_GLOBALVAR_INIT_REFS, &[v[1], m[1], 97, 4]),
+            record(FS_COMBINED_PROFILE, &[v[2], m[0], 96, 2, 64, 0, 0, 0, 0]),
+        ];
+        // lld's order follows its numbers.
+        summaries.sort_by_key(|r| (r.ops[1], r.ops[0]));
+        let mut records = vec![
+            record(FS_VERSION, &[12]),
+            record(FS_FLAGS, &[1121]),
+            record(FS_VALUE_GUID, &[v[0], 0, 0x10]),
+            record(FS_VALUE_GUID, &[v[1], 0, 0x20]),
+            record(FS_VALUE_GUID, &[v[2], 0, 0x30]),
+            record(FS_VALUE_GUID, &[v[0] + 10, 0, 0x40]),
+        ];
+        records.extend(summaries);
+        records.push(record(FS_COMBINED_ALIAS, &[v[0] + 10, m[1], 0, v[1]]));
+        records
+    }
+
+    #[test]
+    fn the_same_summaries_under_other_numbers_give_the_same_bytes() {
+        let first = block([1, 2, 3], [0, 1]);
+        let second = block([3, 1, 2], [1, 0]);
+        let identity = HashMap::from([(0, 0), (1, 1)]);
+        let swap = HashMap::from([(0, 1), (1, 0)]);
+        let a = canonical(&body(&first), 4, &identity).unwrap();
+        let b = canonical(&body(&second), 4, &swap).unwrap();
+        assert_eq!(a, b);
+        // Values by GUID; summaries by (module, value), the alias last; operands in place.
+        assert_eq!(
+            read(&a),
+            [
+                (FS_VERSION, vec![12]),
+                (FS_FLAGS, vec![1121]),
+                (FS_VALUE_GUID, vec![1, 0, 0x10]),
+                (FS_VALUE_GUID, vec![2, 0, 0x20]),
+                (FS_VALUE_GUID, vec![3, 0, 0x30]),
+                (FS_VALUE_GUID, vec![4, 0, 0x40]),
+                (FS_COMBINED_PROFILE, vec![3, 0, 96, 2, 64, 0, 0, 0, 0]),
+                (
+                    FS_COMBINED_PROFILE,
+                    vec![1, 1, 96, 5, 64, 0, 1, 0, 0, 2, 3, 8]
+                ),
+                (FS_COMBINED_GLOBALVAR_INIT_REFS, vec![2, 1, 97, 4]),
+                (FS_COMBINED_ALIAS, vec![4, 1, 0, 2]),
+            ]
+        );
+        // Canonical is a fixed point.
+        assert_eq!(canonical(&a, 4, &identity).unwrap(), a);
+    }
+
+    #[test]
+    fn what_it_does_not_know_is_an_error() {
+        let identity = HashMap::from([(0, 0), (1, 1)]);
+        let refused = |records: &[Record]| canonical(&body(records), 4, &identity).unwrap_err();
+        let good = block([1, 2, 3], [0, 1]);
+        let with = |at: usize, r: Record| {
+            let mut records = good.clone();
+            records.insert(at, r);
+            records
+        };
+        // A type test (CFI), before the function it belongs to.
+        assert!(refused(&with(6, record(11, &[7]))).contains("record code 11"));
+        // Another summary version, or one not verified (LLVM 20 and 21 write 11).
+        for version in [8, 11, 13] {
+            let mut other = good.clone();
+            other[0] = record(FS_VERSION, &[version]);
+            assert!(refused(&other).contains("version"), "{version}");
+        }
+        // An alias whose aliasee is not in the shard (0) is known, and keeps its 0.
+        let mut alone = good.clone();
+        alone[9].ops[3] = 0;
+        let read_back = read(&canonical(&body(&alone), 4, &identity).unwrap());
+        assert_eq!(
+            read_back.last().unwrap(),
+            &(FS_COMBINED_ALIAS, vec![4, 1, 0, 0])
+        );
+        // A call to a value with no GUID; a module not in the table.
+        let mut dangling = good.clone();
+        dangling[7].ops[10] = 99;
+        assert!(refused(&dangling).contains("value id 99"));
+        let mut stray = good.clone();
+        stray[8].ops[1] = 5;
+        assert!(refused(&stray).contains("module id 5"));
+        // A call without its hotness in a profile record.
+        let mut odd = good.clone();
+        odd[7].ops.pop();
+        assert!(refused(&odd).contains("operands"));
+        // A value GUID after the summaries.
+        assert!(refused(&with(9, record(FS_VALUE_GUID, &[9, 0, 0x50]))).contains("where it is"));
+    }
+}
