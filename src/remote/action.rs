@@ -69,6 +69,9 @@ pub struct JobAction {
     /// Why the action names its files by where they are rather than by content (None: by
     /// content).
     pub by_name: Option<String>,
+    /// Keyed by content, but with the index shard's summaries as lld wrote them: why (such a
+    /// job can miss the cache when lld numbers its values otherwise in another link).
+    pub summaries_kept: Option<String>,
     /// What went into the action, each by a label that stays from link to link, with a digest:
     /// to say which of them changed when the action misses the cache.
     pub ingredients: Ingredients,
@@ -164,8 +167,9 @@ fn extension(path: &str) -> &str {
     }
 }
 
-/// The job keyed by content, or why it cannot be: `shard` is the bytes of the job's index
-/// shard (None when it could not be read).
+/// The job keyed by content, and why its shard's summaries are as lld wrote them if they are;
+/// or why it cannot be keyed by content: `shard` is the bytes of the job's index shard (None
+/// when it could not be read).
 fn by_content(
     cwd: &Path,
     argv: &[&str],
@@ -173,7 +177,7 @@ fn by_content(
     outputs: &[&str],
     digest_of_file: &dyn Fn(&Path) -> re::Digest,
     shard: Option<&[u8]>,
-) -> Result<Layout, String> {
+) -> Result<(Layout, Option<String>), String> {
     let [out] = outputs else {
         return Err(format!("it has {} outputs, not one", outputs.len()));
     };
@@ -244,9 +248,10 @@ fn by_content(
             "its input {unnamed} is not in its index shard's module table"
         ));
     }
-    let new_shard =
+    let renamed =
         crate::remote::shard::rename(shard, &|p| modules.get(p).map(|i| inside[i].0.clone()))
             .map_err(|e| format!("rewrite its index shard {shard_name}: {e}"))?;
+    let new_shard = renamed.bytes;
     // The command: the module, the shard and the object renamed; no other word may name a file.
     let index_flag = format!("-fthinlto-index={shard_name}");
     let new_out = CANONICAL_OUTPUT.to_string();
@@ -278,7 +283,7 @@ fn by_content(
     let shard = Some(shard_digest.hash.clone());
     blobs.push((shard_digest, new_shard));
     let input_root = tree.finish(&mut blobs);
-    Ok(Layout {
+    let layout = Layout {
         arguments,
         working_directory: String::new(),
         input_root,
@@ -286,7 +291,8 @@ fn by_content(
         outputs: vec![(new_out, absolute(cwd, out))],
         uses,
         shard,
-    })
+    };
+    Ok((layout, renamed.summaries_kept))
 }
 
 /// The action of a job, or why it cannot run remotely (a path keyed by name that the workers
@@ -305,8 +311,8 @@ pub fn build(
         true => by_content(&cwd, argv, inputs, outputs, digest_of_file, shard),
         false => Err("--remote-key names".to_string()),
     };
-    let (layout, by_name) = match content {
-        Ok(layout) => (layout, None),
+    let (layout, by_name, summaries_kept) = match content {
+        Ok((layout, kept)) => (layout, None, kept),
         Err(why) => {
             if let Some(reason) = unsuitable(inputs, outputs, common.root_is_slash) {
                 return Err(reason);
@@ -314,12 +320,14 @@ pub fn build(
             (
                 by_names(common, &cwd, argv, inputs, outputs, digest_of_file),
                 Some(why),
+                None,
             )
         }
     };
     let ingredients = ingredients(common, &cwd, argv, inputs, outputs, digest_of_file, &layout);
     let mut job = finish(common, layout, by_name);
     job.ingredients = ingredients;
+    job.summaries_kept = summaries_kept;
     Ok(job)
 }
 
@@ -493,6 +501,7 @@ fn finish(common: &Common, layout: Layout, by_name: Option<String>) -> JobAction
         outputs,
         uses,
         by_name,
+        summaries_kept: None,
         ingredients: Ingredients::new(),
     }
 }
@@ -638,7 +647,9 @@ mod tests {
     ) -> JobAction {
         const SHARD: &[u8] = include_bytes!("../../tests/data/main.thinlto.bc");
         let named = |p: &str| format!("{prefix}{}", p.replace("2481", pid));
-        let shard = crate::remote::shard::rename(SHARD, &|p| Some(named(p))).unwrap();
+        let shard = crate::remote::shard::rename(SHARD, &|p| Some(named(p)))
+            .unwrap()
+            .bytes;
         let out = format!("main.1.{pid}.native.o");
         let shard_name = format!("{out}.thinlto.bc");
         let modules = [

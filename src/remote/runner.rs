@@ -633,9 +633,12 @@ async fn run_job(ctx: &Ctx, index: usize) -> End {
     let Some(job) = ctx.jobs.get(index).and_then(Option::as_ref) else {
         return failed(start, info, "remote: this job has no action".into());
     };
-    info.key = match &job.by_name {
-        None => "content".into(),
-        Some(why) => format!("names: {why}"),
+    info.key = match (&job.by_name, &job.summaries_kept) {
+        (None, None) => "content".into(),
+        (None, Some(why)) => {
+            format!("content, the index shard's summaries as lld wrote them: {why}")
+        }
+        (Some(why), _) => format!("names: {why}"),
     };
     info.ingredients = job.ingredients.clone();
     let t = std::time::Instant::now();

@@ -4,9 +4,10 @@
 //!
 //! It knows the layout lld 14 to 22 write: a MODULE_BLOCK holding a VERSION record, one
 //! MODULE_STRTAB_BLOCK of ENTRY `[id, chars...]` and HASH `[5 x i32]` records, and the summary
-//! block (summary.rs puts that one in order); then a STRTAB block. Anything else in the module
-//! path table or around it (a wrapper header, a BLOCKINFO block, a record code it does not
-//! know, a second table, an offset record) is an error, never a guess.
+//! block (summary.rs puts that one in order); then a STRTAB block. Anything else in or around
+//! the module path table (a wrapper header, a BLOCKINFO block, a record code it does not know,
+//! a second table, an offset record) is an error, never a guess; anything else in the module
+//! block keeps the summaries and the modules' numbers as lld wrote them.
 
 mod bitstream;
 mod summary;
@@ -20,6 +21,7 @@ const BLOCKINFO_BLOCK: u64 = 0;
 const MODULE_BLOCK: u64 = 8;
 const MODULE_STRTAB_BLOCK: u64 = 19;
 const GLOBALVAL_SUMMARY_BLOCK: u64 = 20;
+const MODULE_CODE_VERSION: u64 = 1;
 /// MODULE_CODE_VSTOFFSET: a word offset into the file, which a rewrite would break.
 const MODULE_CODE_VSTOFFSET: u64 = 13;
 const MST_CODE_ENTRY: u64 = 1;
@@ -49,6 +51,9 @@ struct Table {
     module_len_at: usize,
     strtab: Span,
     summary: Option<Span>,
+    /// The first block or record of the module block that is neither of those nor its
+    /// version, which could name modules by their numbers.
+    other: Option<String>,
     modules: Vec<Module>,
 }
 
@@ -61,12 +66,20 @@ pub fn module_paths(shard: &[u8]) -> Result<Vec<String>, String> {
         .collect())
 }
 
+/// A rewritten shard, and why its summaries are as lld wrote them (when they are).
+#[derive(Debug)]
+pub struct Renamed {
+    pub bytes: Vec<u8>,
+    pub summaries_kept: Option<String>,
+}
+
 /// The shard with each module path `p` replaced by `rename(p)`, the modules numbered in the
-/// order of their new names, and the summary block in the canonical order summary.rs gives
-/// (kept as lld wrote it, with the modules' old numbers, when it holds a record summary.rs
-/// does not know). An error when the module table's layout is not the one this module knows,
-/// or when `rename` has no name for a path.
-pub fn rename(shard: &[u8], rename: &dyn Fn(&str) -> Option<String>) -> Result<Vec<u8>, String> {
+/// order of their new names, and the summary block in the canonical order summary.rs gives.
+/// The summary block and the modules' numbers are kept as lld wrote them, and
+/// `summaries_kept` says why, when summary.rs cannot be sure of the block or the module block
+/// holds something else that could number modules. An error when the module table's layout
+/// is not the one this module knows, or when `rename` has no name for a path.
+pub fn rename(shard: &[u8], rename: &dyn Fn(&str) -> Option<String>) -> Result<Renamed, String> {
     let table = read_table(shard)?;
     let mut modules = Vec::with_capacity(table.modules.len());
     let mut seen = std::collections::HashSet::new();
@@ -77,7 +90,7 @@ pub fn rename(shard: &[u8], rename: &dyn Fn(&str) -> Option<String>) -> Result<V
         }
         modules.push(Module { path, ..m.clone() });
     }
-    // lld numbers and writes the modules in an order that follows their old names.
+    // lld numbers the modules by their old names (19, 22) or their place in the link (14).
     modules.sort_by(|a, b| a.path.cmp(&b.path));
     let numbers: HashMap<u64, u64> = modules
         .iter()
@@ -87,10 +100,14 @@ pub fn rename(shard: &[u8], rename: &dyn Fn(&str) -> Option<String>) -> Result<V
     if numbers.len() != modules.len() {
         return Err("two modules with one id".into());
     }
-    let summary = table
-        .summary
-        .and_then(|s| summary::canonical(&shard[s.len_at + 4..s.end], s.width, &numbers).ok());
-    if summary.is_some() {
+    let summary = match (&table.other, table.summary) {
+        (Some(other), _) => Err(format!("the module block holds {other}")),
+        (None, None) => Err("no summary block".into()),
+        (None, Some(s)) => summary::canonical(&shard[s.len_at + 4..s.end], s.width, &numbers)
+            .map(|body| (s, body))
+            .map_err(|e| format!("read the summary block: {e}")),
+    };
+    if summary.is_ok() {
         for m in &mut modules {
             m.id = numbers[&m.id];
         }
@@ -106,15 +123,31 @@ pub fn rename(shard: &[u8], rename: &dyn Fn(&str) -> Option<String>) -> Result<V
     }
     w.end_block(table.strtab.width);
     let mut splices = vec![(table.strtab, w.bytes)];
-    if let (Some(span), Some(body)) = (table.summary, summary) {
-        splices.push((span, body));
-    }
-    let out = splice(shard, table.module_len_at, splices)?;
-    // Read back what was written: the same modules, renamed.
-    if read_table(&out)?.modules.len() != table.modules.len() {
+    let summaries_kept = match summary {
+        Ok(block) => {
+            splices.push(block);
+            None
+        }
+        Err(why) => Some(why),
+    };
+    let bytes = splice(shard, table.module_len_at, splices)?;
+    // Read back what was written: the same modules, renamed, and a summary block in canonical
+    // form already.
+    let back = read_table(&bytes)?;
+    if back.modules.len() != table.modules.len() {
         return Err("the rewritten table does not read back".into());
     }
-    Ok(out)
+    if let (None, Some(s)) = (&summaries_kept, back.summary) {
+        let body = &bytes[s.len_at + 4..s.end];
+        let same: HashMap<u64, u64> = (0..modules.len() as u64).map(|i| (i, i)).collect();
+        if summary::canonical(body, s.width, &same).as_deref() != Ok(body) {
+            return Err("the rewritten summary block does not read back".into());
+        }
+    }
+    Ok(Renamed {
+        bytes,
+        summaries_kept,
+    })
 }
 
 /// The file with each block's body replaced (blocks in file order, none inside another), its
@@ -187,6 +220,7 @@ fn module_block(
     let mut abbrevs = Vec::new();
     let mut table: Option<(Span, Vec<Module>)> = None;
     let mut summary = None;
+    let mut other = None;
     loop {
         match r.fixed(width)? {
             END_BLOCK => {
@@ -223,17 +257,24 @@ fn module_block(
                         summary = Some(span);
                         r.bit = block_end * 8;
                     }
-                    _ => r.bit = block_end * 8,
+                    _ => {
+                        other.get_or_insert(format!("block {block}"));
+                        r.bit = block_end * 8;
+                    }
                 }
             }
             DEFINE_ABBREV => abbrevs.push(r.define_abbrev()?),
-            id => {
-                if r.record(id, width, &abbrevs)?.code == MODULE_CODE_VSTOFFSET {
+            id => match r.record(id, width, &abbrevs)?.code {
+                MODULE_CODE_VERSION => {}
+                MODULE_CODE_VSTOFFSET => {
                     return Err(
                         "a value symbol table offset (a per-module file, not a shard)".into(),
-                    );
+                    )
                 }
-            }
+                code => {
+                    other.get_or_insert(format!("record code {code}"));
+                }
+            },
         }
     }
     if r.bit != end * 8 {
@@ -248,6 +289,7 @@ fn module_block(
         module_len_at,
         strtab,
         summary,
+        other,
         modules,
     })
 }
@@ -307,6 +349,8 @@ mod tests {
             ]
         );
         let renamed = rename(SHARD, &|p| Some(format!("m/{}.o", p.len()))).unwrap();
+        assert_eq!(renamed.summaries_kept, None);
+        let renamed = renamed.bytes;
         // In the order of the new names.
         assert_eq!(
             module_paths(&renamed).unwrap(),
@@ -314,22 +358,86 @@ mod tests {
         );
         // Whatever order the old names gave, the same bytes.
         let reversed = rename(SHARD, &|p| Some(format!("z/{}", 100 - p.len()))).unwrap();
-        let back = rename(&reversed, &|p| {
+        let back = rename(&reversed.bytes, &|p| {
             let n: usize = p[2..].parse().unwrap();
             Some(format!("m/{}.o", 100 - n))
         })
         .unwrap();
-        assert_eq!(back, renamed);
+        assert_eq!(back.bytes, renamed);
         // The STRTAB block after the module block is unchanged.
         let tail = &SHARD[SHARD.len() - 16..];
         assert!(renamed.ends_with(tail));
         let again = rename(&renamed, &|p| Some(p.to_string())).unwrap();
-        assert_eq!(again, renamed);
+        assert_eq!(again.bytes, renamed);
         // No name for a module, or two modules under one name: refused.
         assert!(rename(SHARD, &|p| (p != "main.o").then(|| p.to_string())).is_err());
         assert!(rename(SHARD, &|_| Some("same.o".into()))
             .unwrap_err()
             .contains("two modules"));
+    }
+
+    /// examples/hello's main job as lld 14, 19 and 22 wrote it (`--thinlto-index-only`) in two
+    /// links of the same objects under other names, in the opposite order: `a` names main,
+    /// add, greeting, mul and sq `a1.o` to `a5.o`, `b` names them `b5.o` to `b1.o`, and lld
+    /// numbered the values of each pair differently.
+    const PAIRS: [(u32, &[u8], &[u8]); 3] = [
+        (
+            14,
+            include_bytes!("../../../tests/data/main-14-a.thinlto.bc"),
+            include_bytes!("../../../tests/data/main-14-b.thinlto.bc"),
+        ),
+        (
+            19,
+            include_bytes!("../../../tests/data/main-19-a.thinlto.bc"),
+            include_bytes!("../../../tests/data/main-19-b.thinlto.bc"),
+        ),
+        (
+            22,
+            include_bytes!("../../../tests/data/main-22-a.thinlto.bc"),
+            include_bytes!("../../../tests/data/main-22-b.thinlto.bc"),
+        ),
+    ];
+
+    #[test]
+    fn one_job_of_two_links_gives_the_same_shard_on_llvm_14_19_and_22() {
+        const MODULES: [&str; 5] = ["main", "add", "greeting", "mul", "sq"];
+        for (version, a, b) in PAIRS {
+            assert_ne!(a, b, "{version}");
+            let names = |prefix: char, number: fn(usize) -> usize| -> HashMap<String, String> {
+                (MODULES.iter().enumerate())
+                    .map(|(i, m)| (format!("{prefix}{}.o", number(i)), format!("m/{m}.o")))
+                    .collect()
+            };
+            let (in_a, in_b) = (names('a', |i| i + 1), names('b', |i| 5 - i));
+            let a = rename(a, &|p| in_a.get(p).cloned()).unwrap();
+            let b = rename(b, &|p| in_b.get(p).cloned()).unwrap();
+            assert_eq!(a.summaries_kept, None, "{version}");
+            assert_eq!(b.summaries_kept, None, "{version}");
+            assert!(a.bytes == b.bytes, "{version}: the shards differ");
+        }
+    }
+
+    #[test]
+    fn summaries_it_does_not_know_are_kept_as_lld_wrote_them_and_say_why() {
+        // b.c's job of a `-fsanitize=cfi-icall` link (lld-22): a type test before a function.
+        const CFI: &[u8] = include_bytes!("../../../tests/data/cfi.thinlto.bc");
+        assert_eq!(module_paths(CFI).unwrap(), ["b.o"]);
+        let renamed = rename(CFI, &|_| Some("m/b.o".into())).unwrap();
+        assert_eq!(module_paths(&renamed.bytes).unwrap(), ["m/b.o"]);
+        let why = renamed.summaries_kept.unwrap();
+        assert!(
+            why.starts_with("read the summary block: record code 11 (type tests"),
+            "{why}"
+        );
+        // The summary block and everything after it as lld wrote them.
+        let table = read_table(CFI).unwrap();
+        let summary = table.summary.unwrap();
+        let moved = read_table(&renamed.bytes).unwrap().summary.unwrap();
+        assert_eq!(
+            &renamed.bytes[moved.len_at..],
+            &CFI[summary.len_at..],
+            "the summary block and what follows"
+        );
     }
 
     #[test]

@@ -5,7 +5,7 @@
 //! Values are renumbered in the order of their GUIDs, modules as the caller numbered them, and
 //! the summaries written in the order (module, value), aliases last (the reader looks up an
 //! alias's aliasee among the summaries already read). It knows the records of the summary
-//! versions LLVM 14, 19 and 22 write into a shard when nothing but plain ThinLTO is in use
+//! versions LLVM 14 to 22 write into a shard when nothing but plain ThinLTO is in use
 //! (values, functions, variables, aliases, original names, the block count). Any other record
 //! (type tests, parameter accesses, memory profiles, CFI) or another version is an error: the
 //! caller then keeps the block as lld wrote it. It does not know what a summary means, and
@@ -26,8 +26,8 @@ const FS_FLAGS: u64 = 20;
 const FS_BLOCK_COUNT: u64 = 24;
 
 /// The summary versions whose records this module knows, read in LLVM's writer and reader:
-/// LLVM 14 writes 9, 19 writes 10 and 22 writes 12. (Version 11, LLVM 20 and 21, is not
-/// verified: its blocks are kept as lld wrote them.)
+/// LLVM 14 to 18 write 9, 19 writes 10, 20 to 22 write 12. (11 was written only by
+/// development builds between 19 and 20.)
 const VERSIONS: [u64; 3] = [9, 10, 12];
 
 /// One summary (a function, variable or alias in one module) with the original-name records
@@ -48,25 +48,34 @@ pub fn canonical(body: &[u8], width: u32, modules: &HashMap<u64, u64>) -> Result
     if r.bit != body.len() * 8 {
         return Err("the summary block does not end where its length says".into());
     }
+    let version = match records.first() {
+        Some(Record {
+            code: FS_VERSION,
+            ops,
+            ..
+        }) if ops.len() == 1 => ops[0],
+        _ => return Err("the summary block does not start with its version".into()),
+    };
+    if !VERSIONS.contains(&version) {
+        return Err(format!(
+            "summary version {version} is not one whose records are known ({VERSIONS:?})"
+        ));
+    }
     let mut header = Vec::new();
     let mut guids: BTreeMap<u64, Record> = BTreeMap::new();
     let mut summaries: Vec<Summary> = Vec::new();
     let mut counts = Vec::new();
     for record in records {
+        let code = record.code;
         if record.blob {
-            return Err(format!("a blob in record code {}", record.code));
+            return Err(format!("record code {code} ({}) holds a blob", name(code)));
         }
-        match record.code {
+        match code {
             FS_VERSION | FS_FLAGS if guids.is_empty() && summaries.is_empty() => {
-                if record.code == FS_VERSION
-                    && record.ops.first().is_none_or(|v| !VERSIONS.contains(v))
-                {
-                    return Err(format!("summary version {:?}", record.ops.first()));
-                }
-                header.push(record);
+                header.push(record)
             }
             FS_VALUE_GUID if summaries.is_empty() => {
-                let guid = guid(&record.ops)?;
+                let guid = guid(&record.ops, version)?;
                 if guids.insert(guid, record).is_some() {
                     return Err(format!("GUID {guid} twice"));
                 }
@@ -88,11 +97,23 @@ pub fn canonical(body: &[u8], width: u32, modules: &HashMap<u64, u64>) -> Result
                 .names
                 .push(record),
             FS_BLOCK_COUNT => counts.push(record),
-            code => return Err(format!("record code {code} where it is")),
+            FS_VERSION
+            | FS_FLAGS
+            | FS_VALUE_GUID
+            | FS_COMBINED
+            | FS_COMBINED_PROFILE
+            | FS_COMBINED_GLOBALVAR_INIT_REFS
+            | FS_COMBINED_ALIAS
+            | FS_COMBINED_ORIGINAL_NAME => {
+                return Err(format!("record code {code} ({}) out of place", name(code)))
+            }
+            _ => {
+                return Err(format!(
+                    "record code {code} ({}) is not supported",
+                    name(code)
+                ))
+            }
         }
-    }
-    if header.first().is_none_or(|r| r.code != FS_VERSION) {
-        return Err("no summary version first".into());
     }
     // Values in the order of their GUIDs, from 1 as LLVM numbers them.
     let mut values = HashMap::new();
@@ -130,12 +151,37 @@ pub fn canonical(body: &[u8], width: u32, modules: &HashMap<u64, u64>) -> Result
     Ok(w.bytes)
 }
 
-/// A VALUE_GUID record's GUID: `[id, guid]` (up to version 11) or `[id, high, low]` (12).
-fn guid(ops: &[u64]) -> Result<u64, String> {
+/// What a record code of the summary block holds, for messages (LLVMBitCodes.h).
+fn name(code: u64) -> &'static str {
+    match code {
+        FS_COMBINED | FS_COMBINED_PROFILE => "a function",
+        FS_COMBINED_GLOBALVAR_INIT_REFS => "a variable",
+        FS_COMBINED_ALIAS => "an alias",
+        FS_COMBINED_ORIGINAL_NAME => "an original name",
+        FS_VERSION => "the version",
+        FS_FLAGS => "the flags",
+        FS_VALUE_GUID => "a value's GUID",
+        FS_BLOCK_COUNT => "the block count",
+        11..=15 => "type tests, for CFI or devirtualization",
+        17 | 18 => "CFI functions",
+        21 | 22 => "a type id",
+        25 => "parameter accesses",
+        28..=33 => "memory profile",
+        _ => "unknown",
+    }
+}
+
+/// A VALUE_GUID record's GUID: `[id, guid]` up to version 10, `[id, high, low]` from 11 on.
+fn guid(ops: &[u64], version: u64) -> Result<u64, String> {
     match *ops {
-        [_, guid] => Ok(guid),
-        [_, high, low] if high >> 32 == 0 && low >> 32 == 0 => Ok(high << 32 | low),
-        _ => Err(format!("a value GUID record of {} operands", ops.len())),
+        [_, guid] if version <= 10 => Ok(guid),
+        [_, high, low] if version >= 11 && high >> 32 == 0 && low >> 32 == 0 => {
+            Ok(high << 32 | low)
+        }
+        _ => Err(format!(
+            "a value GUID record of {} operands in version {version}",
+            ops.len()
+        )),
     }
 }
 
@@ -144,46 +190,50 @@ fn guid(ops: &[u64]) -> Result<u64, String> {
 ///   read-only refs, write-only refs, refs x *value, calls x (*value[, hotness])]`, a call
 ///   with its hotness in FS_COMBINED_PROFILE;
 /// - variable, `[*value, module, flags, variable flags, refs x *value]`;
-/// - alias, `[*value, module, flags, *aliasee]` (aliasee 0: not in the shard).
+/// - alias, `[*value, module, flags, *aliasee]` (aliasee 0: not in the shard, kept).
 fn renumber(
     record: &mut Record,
     values: &HashMap<u64, u64>,
     modules: &HashMap<u64, u64>,
 ) -> Result<(), String> {
     let code = record.code;
-    let ops = &mut record.ops;
-    let value = |v: &mut u64| -> Result<(), String> {
-        *v = *values
-            .get(v)
-            .ok_or_else(|| format!("value id {v} without a GUID in record code {code}"))?;
-        Ok(())
-    };
-    let short = || format!("record code {code} of {} operands", ops.len());
-    let (fixed, rest_is_value): (usize, Box<dyn Fn(usize) -> bool>) = match code {
+    let len = record.ops.len();
+    let wrong = || format!("record code {code} ({}) of {len} operands", name(code));
+    // The positions that hold value ids, the first one the summary's own.
+    let positions: Vec<usize> = match code {
         FS_COMBINED | FS_COMBINED_PROFILE => {
-            let refs = usize::try_from(*ops.get(6).ok_or_else(short)?).map_err(|_| short())?;
-            let calls = ops.len().checked_sub(9 + refs).ok_or_else(short)?;
+            let refs = record.ops.get(6).ok_or_else(wrong)?;
+            let calls_at = usize::try_from(*refs)
+                .ok()
+                .and_then(|r| r.checked_add(9))
+                .filter(|at| *at <= len)
+                .ok_or_else(wrong)?;
             let stride = if code == FS_COMBINED_PROFILE { 2 } else { 1 };
-            if calls % stride != 0 {
-                return Err(short());
+            if !(len - calls_at).is_multiple_of(stride) {
+                return Err(wrong());
             }
-            (9, Box::new(move |i| i < refs || (i - refs) % stride == 0))
+            let refs = 9..calls_at;
+            std::iter::once(0)
+                .chain(refs)
+                .chain((calls_at..len).step_by(stride))
+                .collect()
         }
-        FS_COMBINED_GLOBALVAR_INIT_REFS if ops.len() >= 4 => (4, Box::new(|_| true)),
+        FS_COMBINED_GLOBALVAR_INIT_REFS if len >= 4 => std::iter::once(0).chain(4..len).collect(),
         // LLVM 22 writes aliasee 0 for an alias whose aliasee is not in the shard.
-        FS_COMBINED_ALIAS if ops.len() == 4 && ops[3] == 0 => (4, Box::new(|_| true)),
-        FS_COMBINED_ALIAS if ops.len() == 4 => (3, Box::new(|_| true)),
-        _ => return Err(short()),
+        FS_COMBINED_ALIAS if len == 4 && record.ops[3] == 0 => vec![0],
+        FS_COMBINED_ALIAS if len == 4 => vec![0, 3],
+        _ => return Err(wrong()),
     };
-    value(&mut ops[0])?;
-    ops[1] = *modules
-        .get(&ops[1])
-        .ok_or_else(|| format!("module id {} not in the module path table", ops[1]))?;
-    for (i, v) in ops[fixed..].iter_mut().enumerate() {
-        if rest_is_value(i) {
-            value(v)?;
-        }
+    for at in positions {
+        let v = record.ops[at];
+        record.ops[at] = *values
+            .get(&v)
+            .ok_or_else(|| format!("value id {v} without a GUID in record code {code}"))?;
     }
+    let m = record.ops[1];
+    record.ops[1] = *modules
+        .get(&m)
+        .ok_or_else(|| format!("module id {m} not in the module path table"))?;
     Ok(())
 }
 
@@ -287,8 +337,9 @@ mod tests {
             records
         };
         // A type test (CFI), before the function it belongs to.
-        assert!(refused(&with(6, record(11, &[7]))).contains("record code 11"));
-        // Another summary version, or one not verified (LLVM 20 and 21 write 11).
+        assert!(refused(&with(6, record(11, &[7])))
+            .contains("record code 11 (type tests, for CFI or devirtualization) is not supported"));
+        // Another summary version (11: only development builds between LLVM 19 and 20).
         for version in [8, 11, 13] {
             let mut other = good.clone();
             other[0] = record(FS_VERSION, &[version]);
@@ -314,6 +365,15 @@ mod tests {
         odd[7].ops.pop();
         assert!(refused(&odd).contains("operands"));
         // A value GUID after the summaries.
-        assert!(refused(&with(9, record(FS_VALUE_GUID, &[9, 0, 0x50]))).contains("where it is"));
+        assert!(refused(&with(9, record(FS_VALUE_GUID, &[9, 0, 0x50]))).contains("out of place"));
+        // No version first (a block count before it); a GUID of the wrong shape for its version.
+        assert!(refused(&with(0, record(FS_BLOCK_COUNT, &[3]))).contains("start with its version"));
+        let mut old = good.clone();
+        old[0] = record(FS_VERSION, &[10]);
+        assert!(refused(&old).contains("3 operands in version 10"));
+        // A count of refs past the end of the record.
+        let mut past = good.clone();
+        past[7].ops[6] = u64::MAX;
+        assert!(refused(&past).contains("of 12 operands"));
     }
 }
