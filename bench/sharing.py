@@ -6,7 +6,8 @@ thin archives in a second checkout — with actions keyed by names (`--remote-ke
 dtlto-bridge did before content keys) and by content (the default). Each keying gets a fresh
 BuildGrid with 2 test workers on a Unix socket of this machine, and a history directory of its
 own (so each miss's reason compares with links of the same keying). Every linked program must
-pass its check and be byte for byte the program of the same flow linked without the farm. Writes bench/results/<date>-sharing.md.
+pass its check and be byte for byte the program of the same flow linked without the farm.
+Writes bench/results/<date>-sharing.md.
 
 What it measures, and why each number is what it is, is explained in bench/README.md.
 """
@@ -221,7 +222,8 @@ def main():
         "2 test workers (tests/remote/worker.py); a fresh server for each keying.",
         f"Tools: {bench.version(['clang-22', '--version'])}.",
         "Command: `bench/remote.sh" + (" --openssl" if args.openssl else "") + "`. Each row is "
-        "one link, in the order shown, after the rows above it; every program passed its check.",
+        "one link, in the order shown, after the rows above it; every program passed its check "
+        "and equals, byte for byte, the same flow's program linked without the farm.",
         "A cell reads: jobs from the action cache of all jobs (jobs run here instead of remotely, "
         "if any; jobs the workers executed; wall seconds of the link).",
     ]
