@@ -24,6 +24,18 @@ const FS_VERSION: u64 = 10;
 const FS_VALUE_GUID: u64 = 16;
 const FS_FLAGS: u64 = 20;
 const FS_BLOCK_COUNT: u64 = 24;
+/// The record codes this module knows.
+const KNOWN: [u64; 9] = [
+    FS_COMBINED,
+    FS_COMBINED_PROFILE,
+    FS_COMBINED_GLOBALVAR_INIT_REFS,
+    FS_COMBINED_ALIAS,
+    FS_COMBINED_ORIGINAL_NAME,
+    FS_VERSION,
+    FS_VALUE_GUID,
+    FS_FLAGS,
+    FS_BLOCK_COUNT,
+];
 
 /// The summary versions whose records this module knows, read in LLVM's writer and reader:
 /// LLVM 14 to 18 write 9, 19 writes 10, 20 to 22 write 12. (11 was written only by
@@ -97,14 +109,7 @@ pub fn canonical(body: &[u8], width: u32, modules: &HashMap<u64, u64>) -> Result
                 .names
                 .push(record),
             FS_BLOCK_COUNT => counts.push(record),
-            FS_VERSION
-            | FS_FLAGS
-            | FS_VALUE_GUID
-            | FS_COMBINED
-            | FS_COMBINED_PROFILE
-            | FS_COMBINED_GLOBALVAR_INIT_REFS
-            | FS_COMBINED_ALIAS
-            | FS_COMBINED_ORIGINAL_NAME => {
+            code if KNOWN.contains(&code) => {
                 return Err(format!("record code {code} ({}) out of place", name(code)))
             }
             _ => {

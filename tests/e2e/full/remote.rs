@@ -503,30 +503,9 @@ fn relinks_other_checkouts_and_absolute_paths_take_every_job_from_the_action_cac
     let (out, report) = link(&first, &farm.args(), &[], &inputs);
     assert_linked(&out);
     assert_eq!(ran(&report), ["remote cache"; 5], "{}", stderr(&out));
-    // A second checkout, at another path.
-    let second = Space::new();
-    let inputs = second.hello();
-    let (out, report) = link(&second, &farm.args(), &[], &inputs);
-    assert_linked(&out);
-    assert_eq!(second.run_program("prog"), HELLO);
-    assert_eq!(
-        ran(&report),
-        ["remote cache"; 5],
-        "{:?}\n{}",
-        keys(&report),
-        stderr(&out)
-    );
-    // Every input by its absolute path, in both checkouts: lld numbers a shard's modules and
-    // values in the order of their names (absolute names sort before relative ones), and the
-    // action does not depend on that order.
-    let absolute = |space: &Space| -> Vec<String> {
-        inputs
-            .iter()
-            .map(|i| space.path(i).display().to_string())
-            .collect()
-    };
-    for space in [&first, &second] {
-        let (out, report) = link(space, &farm.args(), &[], &absolute(space));
+    // A link in `space` that gives the program and takes every job from the cache.
+    let from_the_cache = |space: &Space, inputs: &[String]| {
+        let (out, report) = link(space, &farm.args(), &[], inputs);
         assert_linked(&out);
         assert_eq!(space.run_program("prog"), HELLO);
         assert_eq!(
@@ -536,6 +515,19 @@ fn relinks_other_checkouts_and_absolute_paths_take_every_job_from_the_action_cac
             keys(&report),
             stderr(&out)
         );
+    };
+    // A second checkout, at another path.
+    let second = Space::new();
+    let inputs = second.hello();
+    from_the_cache(&second, &inputs);
+    // Every input by its absolute path, in both checkouts: lld numbers a shard's modules and
+    // values in the order of their names (absolute names sort before relative ones), and the
+    // action does not depend on that order.
+    for space in [&first, &second] {
+        let absolute: Vec<String> = (inputs.iter())
+            .map(|i| space.path(i).display().to_string())
+            .collect();
+        from_the_cache(space, &absolute);
     }
     assert_eq!(farm.executed().len(), executed, "nothing executed again");
 }
