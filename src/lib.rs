@@ -1,11 +1,12 @@
 //! dtlto-bridge as a library: the command-line program's layers, one folder each, imported one
 //! way only (each may use those listed before it):
 //!
-//! `fsutil` → `job` → `render` → `report` → `remote` → `exec` → `cli` → `cmd` → `link`
+//! `fsutil` → `bitcode` → `job` → `render` → `report` → `remote` → `exec` → `cli` → `cmd` → `link`
 //!
 //! It exposes only what tests and the bench need — the job model (`job`) and the renderers
 //! (`render`) — and `main`, the program's entry point; everything else is private.
 
+mod bitcode;
 mod cli;
 mod cmd;
 mod exec;

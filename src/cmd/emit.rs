@@ -16,7 +16,10 @@ use std::fs;
 pub fn emit(args: &EmitArgs) -> Result<(), Fail> {
     let (dir, cwd) = cwd()?;
     let path = &args.job_file;
-    let file = parse_file(path)?;
+    let mut file = parse_file(path)?;
+    if let Some(line) = crate::job::relocation::follow_modules(&mut file, dir.as_ref()) {
+        report::note(&line);
+    }
     let wrapper = wrapper(&args.wrapper)?;
     let opts = render::Options {
         wrapper: &wrapper,

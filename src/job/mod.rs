@@ -1,13 +1,16 @@
 //! Job: the job file and what can be known of a job without running it — the file's two
 //! schemas, the checks a file must pass, what a job's outputs must look like, what known
-//! wrappers do, and how a job's run ended (its outcome).
+//! wrappers do, how a job's run ended (its outcome), and the relocation model a job follows
+//! when its command names none.
 //!
-//! It imports nothing else of the crate: it does not render, schedule or run anything.
+//! It imports only `bitcode` (to read a module's own model): it does not render, schedule or
+//! run anything.
 
 pub(crate) mod check;
 pub(crate) mod outcome;
 pub(crate) mod output;
 pub mod parse;
+pub(crate) mod relocation;
 pub(crate) mod wrapper;
 
 pub use parse::{parse, Command, Job, JobFile, Schema};

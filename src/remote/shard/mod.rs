@@ -9,15 +9,12 @@
 //! a second table, an offset record) is an error, never a guess; anything else in the module
 //! block keeps the summaries and the modules' numbers as lld wrote them.
 
-mod bitstream;
 mod summary;
 
-use bitstream::{Reader, Record, Writer, DEFINE_ABBREV, END_BLOCK, ENTER_SUBBLOCK};
+use crate::bitcode::bitstream::{Reader, Record, Writer, DEFINE_ABBREV, END_BLOCK, ENTER_SUBBLOCK};
 use std::collections::HashMap;
 
-/// The bitcode magic: 'B', 'C', 0xC0DE.
-const MAGIC: [u8; 4] = [0x42, 0x43, 0xC0, 0xDE];
-const BLOCKINFO_BLOCK: u64 = 0;
+use crate::bitcode::bitstream::{BLOCKINFO_BLOCK, MAGIC};
 const MODULE_BLOCK: u64 = 8;
 const MODULE_STRTAB_BLOCK: u64 = 19;
 const GLOBALVAL_SUMMARY_BLOCK: u64 = 20;

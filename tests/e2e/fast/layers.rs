@@ -5,8 +5,8 @@ use std::fs;
 use std::path::Path;
 
 /// Lowest first; lib.rs and main.rs stand above all.
-const LAYERS: [&str; 9] = [
-    "fsutil", "job", "render", "report", "remote", "exec", "cli", "cmd", "link",
+const LAYERS: [&str; 10] = [
+    "fsutil", "bitcode", "job", "render", "report", "remote", "exec", "cli", "cmd", "link",
 ];
 
 /// Every `crate::NAME` a file names, as (line number, NAME).

@@ -2,13 +2,20 @@
 //! blocks with their length words, abbreviations, records), as the LLVM bitcode format
 //! documents it.
 //!
-//! It knows the container only: not what a block or a record means, and not BLOCKINFO blocks
-//! (index shards have none; the callers refuse them).
+//! It knows the container only: not what a block or a record means. BLOCKINFO blocks are read
+//! for callers that meet them (a module has one; index shards have none).
 
+use std::collections::HashMap;
+
+/// The bitcode magic: 'B', 'C', 0xC0DE.
+pub const MAGIC: [u8; 4] = [0x42, 0x43, 0xC0, 0xDE];
 pub const END_BLOCK: u64 = 0;
 pub const ENTER_SUBBLOCK: u64 = 1;
 pub const DEFINE_ABBREV: u64 = 2;
 pub const UNABBREV_RECORD: u64 = 3;
+/// The BLOCKINFO block's id, and its record that names the block the next abbreviations are for.
+pub const BLOCKINFO_BLOCK: u64 = 0;
+const BLOCKINFO_SETBID: u64 = 1;
 
 /// An abbreviation operand.
 #[derive(Debug, Clone, Copy)]
@@ -36,14 +43,18 @@ pub struct Reader<'a> {
 
 impl Reader<'_> {
     pub fn fixed(&mut self, width: u32) -> Result<u64, String> {
+        if self.bit + width as usize > self.bytes.len() * 8 {
+            return Err("truncated".into());
+        }
         let mut v = 0u64;
-        for i in 0..width {
-            let byte = self
-                .bytes
-                .get(self.bit / 8)
-                .ok_or_else(|| "truncated".to_string())?;
-            v |= u64::from((byte >> (self.bit % 8)) & 1) << i;
-            self.bit += 1;
+        let mut got = 0;
+        while got < width {
+            let offset = (self.bit % 8) as u32;
+            let take = (8 - offset).min(width - got);
+            let bits = u64::from(self.bytes[self.bit / 8] >> offset) & ((1 << take) - 1);
+            v |= bits << got;
+            got += take;
+            self.bit += take as usize;
         }
         Ok(v)
     }
@@ -95,13 +106,14 @@ impl Reader<'_> {
             ops.push(if literal {
                 Op::Literal(self.vbr(8)?)
             } else {
-                let width = |w: u64| match w {
-                    1..=32 => Ok(w as u32),
-                    _ => Err(format!("an abbreviation operand of width {w}")),
-                };
                 match self.fixed(3)? {
-                    1 => Op::Fixed(width(self.vbr(5)?)?),
-                    2 => Op::Vbr(width(self.vbr(5)?)?),
+                    e @ (1 | 2) => match (e, self.vbr(5)?) {
+                        // As LLVM reads them: a field of no bits is a literal zero.
+                        (_, 0) => Op::Literal(0),
+                        (1, w @ 1..=32) => Op::Fixed(w as u32),
+                        (_, w @ 1..=32) => Op::Vbr(w as u32),
+                        (_, w) => return Err(format!("an abbreviation operand of width {w}")),
+                    },
                     3 => Op::Array,
                     4 => Op::Char6,
                     5 => Op::Blob,
@@ -188,7 +200,16 @@ impl Reader<'_> {
     /// Every record of a block that holds no blocks, up to its END_BLOCK; `what` names the
     /// block in errors.
     pub fn records(&mut self, width: u32, what: &str) -> Result<Vec<Record>, String> {
-        let mut abbrevs = Vec::new();
+        self.records_after(width, Vec::new(), what)
+    }
+
+    /// As `records`, the block's abbreviations starting with those a BLOCKINFO block gave it.
+    pub fn records_after(
+        &mut self,
+        width: u32,
+        mut abbrevs: Vec<Vec<Op>>,
+        what: &str,
+    ) -> Result<Vec<Record>, String> {
         let mut records = Vec::new();
         loop {
             match self.fixed(width)? {
@@ -200,6 +221,35 @@ impl Reader<'_> {
                 DEFINE_ABBREV => abbrevs.push(self.define_abbrev()?),
                 id => records.push(self.record(id, width, &abbrevs)?),
             }
+        }
+    }
+}
+
+/// After ENTER_SUBBLOCK of a BLOCKINFO block (its width given): the abbreviations it defines for
+/// each block id (SETBID names the block; the names it may give are skipped).
+pub fn blockinfo(r: &mut Reader<'_>, width: u32) -> Result<HashMap<u64, Vec<Vec<Op>>>, String> {
+    let mut out: HashMap<u64, Vec<Vec<Op>>> = HashMap::new();
+    let mut current = None;
+    loop {
+        match r.fixed(width)? {
+            END_BLOCK => {
+                r.align32();
+                return Ok(out);
+            }
+            ENTER_SUBBLOCK => return Err("a block inside the BLOCKINFO block".into()),
+            DEFINE_ABBREV => {
+                let block = current.ok_or("a BLOCKINFO abbreviation before SETBID")?;
+                let abbrev = r.define_abbrev()?;
+                out.entry(block).or_default().push(abbrev);
+            }
+            // BLOCKINFO records are never abbreviated.
+            UNABBREV_RECORD => {
+                let record = r.record(UNABBREV_RECORD, width, &[])?;
+                if record.code == BLOCKINFO_SETBID {
+                    current = Some(*record.ops.first().ok_or("SETBID without a block id")?);
+                }
+            }
+            id => return Err(format!("abbreviation {id} in the BLOCKINFO block")),
         }
     }
 }
