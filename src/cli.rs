@@ -339,11 +339,13 @@ pub struct RunArgs {
     #[arg(long, env = "DTLTO_BRIDGE_SUMMARY", value_parser = clap::builder::BoolishValueParser::new())]
     pub summary: bool,
 
-    /// Write a JSON report of every job (command, times, exit status, where it ran) to FILE.
+    /// Write a JSON report of every job (command, times, exit status, where it ran) to FILE;
+    /// `{output}` in FILE becomes the file name of the link's output.
     #[arg(long, value_name = "FILE", env = "DTLTO_BRIDGE_REPORT", value_parser = user_path)]
     pub report: Option<Utf8PathBuf>,
 
-    /// Write a Chrome trace-event timeline of the jobs (one lane per slot) to FILE.
+    /// Write a Chrome trace-event timeline of the jobs (one lane per slot) to FILE; `{output}`
+    /// as for --report.
     #[arg(long, value_name = "FILE", env = "DTLTO_BRIDGE_TRACE", value_parser = user_path)]
     pub trace: Option<Utf8PathBuf>,
 

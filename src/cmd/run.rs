@@ -135,7 +135,7 @@ pub fn run_file(
 fn prepare<'a>(
     args: &'a RunArgs,
     cwd: PathBuf,
-    file: JobFile<'static>,
+    mut file: JobFile<'static>,
     jobserver: jobserver::FromEnv,
 ) -> Result<Option<Prepared<'a>>, Fail> {
     let path = args
@@ -149,6 +149,9 @@ fn prepare<'a>(
     let inputs = check::stat_inputs(&file, &cwd);
     if let Some(list) = missing_list(&file, inputs.missing.len(), &inputs.missing) {
         return Err(Fail::bad_input(format!("check inputs of {path}: {list}")));
+    }
+    if let Some(line) = crate::job::relocation::follow_modules(&mut file, &cwd) {
+        report::note(&line);
     }
     if let Some(dir) = &args.save {
         save(dir, path, &file, &cwd)?;
@@ -710,12 +713,17 @@ fn write_records(args: &RunArgs, record: &record::Record) {
             report::warning(&format!("write the {what} {path}: {e}"));
         }
     };
+    let output = &record.linker_output;
     if let Some(path) = &args.report {
         let value = serde_json::to_value(record).unwrap_or_default();
-        write("report", path, value);
+        write("report", &record::path_for(path, output), value);
     }
     if let Some(path) = &args.trace {
-        write("trace", path, record::trace(record));
+        write(
+            "trace",
+            &record::path_for(path, output),
+            record::trace(record),
+        );
     }
 }
 

@@ -183,7 +183,7 @@ impl Plan {
         let mut common = vec![
             command.compiler.clone(),
             "-c".to_string(),
-            format!("--target={}", command.triple),
+            format!("--target={}", target(command, cwd, &jobs)),
         ];
         let backend = Backend::from_args(&command.args);
         common.extend(backend.options());
@@ -212,6 +212,28 @@ impl Plan {
     }
 }
 
+/// The target the jobs compile for: the first module's own triple, as lld's DTLTO takes it
+/// (the link's, from its emulation or driver, would differ in the vendor and make every job
+/// warn that it links modules of different triples); the link's when the module says none.
+fn target(command: &LinkCommand, cwd: &Utf8Path, jobs: &[SpecJob]) -> String {
+    let Some(module) = jobs.first().map(|j| &j.inputs[0]) else {
+        return command.triple.clone();
+    };
+    let read = fs::read(cwd.join(module))
+        .map_err(|e| e.to_string())
+        .and_then(|bytes| crate::bitcode::module::read(&bytes));
+    match read {
+        Ok(m) => m.triple,
+        Err(e) => {
+            report::warning(&format!(
+                "link: read the target of {module}: {e}; the jobs compile for the link's, {}",
+                command.triple
+            ));
+            command.triple.clone()
+        }
+    }
+}
+
 /// Everything after the private directory exists; the caller removes it.
 pub(super) fn flow(
     args: &LinkArgs,
@@ -227,7 +249,10 @@ pub(super) fn flow(
     let rel = relative(cwd, &private_abs);
     let plan = Plan::new(command, cwd, private, &rel, None)?;
     if plan.modules.is_empty() {
-        report::note("link: no input is bitcode; linking as it is");
+        // Quiet where there is no input at all (`--version`, `-v`: Kbuild asks those of LD).
+        if plan.items.iter().any(|i| matches!(i, Item::File(_))) {
+            report::note("link: no input is bitcode; linking as it is");
+        }
         return final_link(command, &command.args, private, watch);
     }
 

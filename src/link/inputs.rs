@@ -11,7 +11,7 @@ use crate::link::fingerprint::Print;
 use crate::link::ldargs::{self, Word};
 use crate::report::Fail;
 use camino::{Utf8Path, Utf8PathBuf};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 
 /// One word (or group of words) of lld's command line, as the flow rewrites it.
@@ -241,6 +241,7 @@ pub(super) fn find_library(
 /// lld's arguments for the thin link (`native` None) or the final link (each linked module's
 /// native object; modules the thin link dropped are left out).
 pub(super) fn render(items: &[Item], native: Option<&BTreeMap<String, String>>) -> Vec<String> {
+    let unmarked = groups_with_lazy_members(items);
     let mut out = Vec::new();
     let pick = |path: &str, bitcode: bool| -> Option<String> {
         match (native, bitcode) {
@@ -248,22 +249,64 @@ pub(super) fn render(items: &[Item], native: Option<&BTreeMap<String, String>>) 
             _ => Some(path.to_string()),
         }
     };
-    for item in items {
+    for (i, item) in items.iter().enumerate() {
         match item {
+            Item::Word(_) if unmarked.contains(&i) => {}
             Item::Word(w) | Item::File(w) => out.push(w.clone()),
             Item::Module { path, .. } => out.extend(pick(path, true)),
             Item::Members(m) => {
-                let group = !m.whole && !m.in_lib;
+                // In the final link, the native objects of the members the thin link linked
+                // come first and are not lazy: the thin link decided, from the modules'
+                // symbol tables, which members the link takes; a native object may no longer
+                // name a symbol its bitcode did (one an asm operand takes), and the final
+                // link must not decide again.
+                let region = !m.whole && !m.in_lib;
+                let (eager, lazy): (Vec<_>, Vec<_>) = m
+                    .members
+                    .iter()
+                    .partition(|(_, bitcode, _)| region && native.is_some() && *bitcode);
+                for (path, _, _) in eager {
+                    out.extend(pick(path, true));
+                }
+                let group = region && !lazy.is_empty();
                 if group {
                     out.push("--start-lib".to_string());
                 }
-                for (path, bitcode, _) in &m.members {
+                for (path, bitcode, _) in lazy {
                     out.extend(pick(path, *bitcode));
                 }
                 if group {
                     out.push("--end-lib".to_string());
                 }
             }
+        }
+    }
+    out
+}
+
+/// The `--start-group` and `--end-group` words around an archive whose members `render` puts
+/// between `--start-lib` and `--end-lib`: lld refuses `--start-lib` inside a group, and a group
+/// changes nothing of lld's symbol resolution (only what `--warn-backrefs` reports), so such a
+/// group is written without its markers.
+fn groups_with_lazy_members(items: &[Item]) -> BTreeSet<usize> {
+    let mut out = BTreeSet::new();
+    let mut open: Option<(usize, bool)> = None;
+    for (i, item) in items.iter().enumerate() {
+        match item {
+            Item::Word(w) if matches!(w.as_str(), "--start-group" | "-start-group" | "-(") => {
+                open = Some((i, false))
+            }
+            Item::Word(w) if matches!(w.as_str(), "--end-group" | "-end-group" | "-)") => {
+                if let Some((start, true)) = open.take() {
+                    out.extend([start, i]);
+                }
+            }
+            Item::Members(m) if !m.whole && !m.in_lib => {
+                if let Some((_, lazy)) = &mut open {
+                    *lazy = true;
+                }
+            }
+            _ => {}
         }
     }
     out
@@ -355,7 +398,7 @@ mod tests {
     }
 
     #[test]
-    fn archives_become_lazy_members_and_dropped_modules_are_left_out() {
+    fn archives_become_lazy_members_then_linked_native_objects_and_dropped_modules_are_left_out() {
         let items = vec![
             Item::Word("-o".into()),
             Item::Word("prog".into()),
@@ -400,11 +443,43 @@ mod tests {
                 "-o",
                 "prog",
                 "m/main.o",
-                "--start-lib",
                 "m/x/1/0-a.o",
+                "--start-lib",
                 "x/1/1-n.o",
                 "--end-lib"
             ]
+        );
+    }
+
+    #[test]
+    fn a_group_holding_lazy_members_loses_its_markers_and_no_other_does() {
+        let members = |named: &str, whole: bool| {
+            Item::Members(Members {
+                named: named.into(),
+                archive: named.into(),
+                members: vec![(format!("x/{named}.o"), true, "m.o".into())],
+                whole,
+                in_lib: false,
+            })
+        };
+        let word = |w: &str| Item::Word(w.into());
+        let file = |w: &str| Item::File(w.into());
+        let items = vec![
+            word("--start-group"),
+            members("liba.a", false),
+            file("libn.a"),
+            word("--end-group"),
+            word("-("),
+            file("libc.a"),
+            word("-)"),
+            word("--start-group"),
+            members("libw.a", true),
+            word("--end-group"),
+        ];
+        assert_eq!(
+            render(&items, None).join(" "),
+            "--start-lib x/liba.a.o --end-lib libn.a -( libc.a -) --start-group x/libw.a.o \
+             --end-group"
         );
     }
 }

@@ -37,7 +37,9 @@ pub struct JobRecord {
 pub struct Totals {
     pub jobs: usize,
     pub succeeded: usize,
+    /// Jobs that ran and failed (those that never ran are `not_run`).
     pub failed: usize,
+    pub not_run: usize,
     pub via_wrapper: usize,
     pub local: usize,
     pub remote: usize,
@@ -110,7 +112,8 @@ pub fn build(run: &RunInfo<'_>) -> Record {
     let totals = Totals {
         jobs: jobs.len(),
         succeeded: jobs.iter().filter(|j| j.ok).count(),
-        failed: jobs.iter().filter(|j| !j.ok).count(),
+        failed: jobs.iter().filter(|j| !j.ok && j.ran != "not run").count(),
+        not_run: count("not run"),
         via_wrapper: count("wrapper"),
         local: count("local"),
         remote: count("remote"),
@@ -153,6 +156,15 @@ pub fn append_line(path: &camino::Utf8Path, line: &str) -> std::io::Result<()> {
         .append(true)
         .open(path)?;
     f.write_all(format!("{line}\n").as_bytes())
+}
+
+/// A `--report` or `--trace` path with `{output}` replaced by the file name of the link's
+/// output, so that one setting serves every link of a build.
+pub fn path_for(path: &camino::Utf8Path, linker_output: &str) -> camino::Utf8PathBuf {
+    let name = camino::Utf8Path::new(linker_output)
+        .file_name()
+        .unwrap_or("a.out");
+    path.as_str().replace("{output}", name).into()
 }
 
 /// The one line printed at the end of a successful run.
@@ -327,6 +339,18 @@ pub fn trace(r: &Record) -> serde_json::Value {
 mod tests {
     use super::*;
 
+    #[test]
+    fn report_paths_name_the_link() {
+        for (path, output, want) in [
+            ("r-{output}.json", "vmlinux.o", "r-vmlinux.o.json"),
+            ("{output}/{output}.json", "out/prog", "prog/prog.json"),
+            ("report.json", "prog", "report.json"),
+            ("r-{output}", "", "r-a.out"),
+        ] {
+            assert_eq!(path_for(path.into(), output), want, "{path} {output}");
+        }
+    }
+
     fn job(index: usize, start: f64, end: f64) -> JobRecord {
         JobRecord {
             index,
@@ -359,6 +383,7 @@ mod tests {
                 jobs: jobs.len(),
                 succeeded: jobs.len(),
                 failed: 0,
+                not_run: 0,
                 via_wrapper: 0,
                 local: jobs.len(),
                 remote: 0,

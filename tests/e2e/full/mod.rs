@@ -7,6 +7,7 @@ mod cli;
 mod failures;
 mod golden;
 mod jobserver;
+mod kernel;
 mod link;
 mod recipes;
 mod record;
