@@ -18,8 +18,9 @@ const METADATA_BLOCK: u64 = 15;
 const MODULE_CODE_TRIPLE: u64 = 2;
 /// GLOBALVAR, FUNCTION, ALIAS_OLD, ALIAS, IFUNC: each defines a global value, numbered before
 /// the module-level constants.
-const GLOBAL_VALUES: [u64; 5] = [7, 8, 9, 14, 15];
+const GLOBAL_VALUES: [u64; 5] = [7, 8, 9, 14, 18];
 const CST_CODE_SETTYPE: u64 = 1;
+const CST_CODE_NULL: u64 = 2;
 const CST_CODE_INTEGER: u64 = 4;
 const METADATA_STRING_OLD: u64 = 1;
 const METADATA_VALUE: u64 = 2;
@@ -59,7 +60,8 @@ impl Model {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Module {
     pub triple: String,
-    pub model: Model,
+    /// Why it could not be read, where it could not.
+    pub model: Result<Model, String>,
 }
 
 /// Reads the first module of a bitcode file; a file with more modules (a split LTO unit) must
@@ -71,7 +73,8 @@ pub fn read(bytes: &[u8]) -> Result<Module, String> {
         bit: 32,
     };
     let mut found: Option<Module> = None;
-    while r.bit / 8 + 4 <= body.len() {
+    // As LLVM's reader: what follows a module in the last 8 bytes is padding, not a block.
+    while r.bit / 8 + 8 < body.len() {
         match r.fixed(2)? {
             ENTER_SUBBLOCK => {}
             other => return Err(format!("top-level abbreviation {other}, not a block")),
@@ -126,7 +129,7 @@ fn module_block(r: &mut Reader<'_>, width: u32) -> Result<Module, String> {
     let mut abbrevs = Vec::new();
     let mut triple = None;
     let mut globals = 0u64;
-    let mut constants: Vec<Option<i64>> = Vec::new();
+    let mut constants: Vec<Option<(u64, i64)>> = Vec::new();
     let mut flags = None;
     loop {
         match r.fixed(width)? {
@@ -144,7 +147,7 @@ fn module_block(r: &mut Reader<'_>, width: u32) -> Result<Module, String> {
                     }
                     METADATA_BLOCK => {
                         let records = r.records_after(inner, given, "metadata block")?;
-                        flags = Some(module_flags(&records)?);
+                        flags = Some(module_flags(&records));
                     }
                     _ => {}
                 }
@@ -162,50 +165,64 @@ fn module_block(r: &mut Reader<'_>, width: u32) -> Result<Module, String> {
         }
     }
     let triple = triple.ok_or("no target triple")?;
-    // A flag's value: a module-level constant, numbered after the global values.
-    let value = |name: &str, id: Option<u64>| -> Result<Option<u64>, String> {
-        let Some(id) = id else { return Ok(None) };
-        let constant = id
-            .checked_sub(globals)
-            .and_then(|i| constants.get(i as usize).copied().flatten());
-        match constant {
-            Some(v) if (0..=2).contains(&v) => Ok(Some(v as u64)),
-            Some(v) => Err(format!("the module flag {name:?} is {v}, not 0, 1 or 2")),
-            None => Err(format!(
-                "the module flag {name:?} is not an integer constant"
-            )),
-        }
-    };
-    let flags = flags.unwrap_or_default();
-    let pic = value("PIC Level", flags.get("PIC Level").copied())?;
-    let pie = value("PIE Level", flags.get("PIE Level").copied())?;
-    let model = match (pic, pie) {
-        (None | Some(0), _) => Model::Static,
-        (Some(_), Some(level @ 1..)) => Model::Pie(level),
-        (Some(level), _) => Model::Pic(level),
-    };
+    let model = flags
+        .unwrap_or_else(|| Ok(HashMap::new()))
+        .and_then(|flags| {
+            // A flag's value: a module-level constant, numbered after the global values, of the
+            // type its metadata names.
+            let value = |name: &str| -> Result<Option<u64>, String> {
+                let Some(&(ty, id)) = flags.get(name) else {
+                    return Ok(None);
+                };
+                let constant = id
+                    .checked_sub(globals)
+                    .and_then(|i| constants.get(i as usize).copied().flatten());
+                match constant {
+                    Some((t, v)) if t == ty && (0..=2).contains(&v) => Ok(Some(v as u64)),
+                    Some((t, v)) if t == ty => {
+                        Err(format!("the module flag {name:?} is {v}, not 0, 1 or 2"))
+                    }
+                    _ => Err(format!(
+                        "the module flag {name:?} is not an integer constant of its type"
+                    )),
+                }
+            };
+            Ok(match (value("PIC Level")?, value("PIE Level")?) {
+                (None | Some(0), _) => Model::Static,
+                (Some(_), Some(level @ 1..)) => Model::Pie(level),
+                (Some(level), _) => Model::Pic(level),
+            })
+        });
     Ok(Module { triple, model })
 }
 
-/// Each value a constants block defines: an integer's value, or None for any other constant.
-fn integers(records: &[Record]) -> Vec<Option<i64>> {
-    records
-        .iter()
-        .filter(|r| r.code != CST_CODE_SETTYPE)
-        .map(|r| match (r.code, r.ops.first()) {
+/// Each value a constants block defines: an integer's type id and value (a null integer is
+/// 0), or None for any other constant.
+fn integers(records: &[Record]) -> Vec<Option<(u64, i64)>> {
+    let mut ty = None;
+    let mut out = Vec::new();
+    for r in records {
+        let value = match (r.code, r.ops.first()) {
+            (CST_CODE_SETTYPE, t) => {
+                ty = t.copied();
+                continue;
+            }
+            (CST_CODE_NULL, _) => Some(0),
             // Signed VBR: the sign in the lowest bit.
             (CST_CODE_INTEGER, Some(&v)) if v & 1 == 0 => Some((v >> 1) as i64),
             (CST_CODE_INTEGER, Some(&v)) => Some(-((v >> 1) as i64)),
             _ => None,
-        })
-        .collect()
+        };
+        out.push(value.and_then(|v| Some((ty?, v))));
+    }
+    out
 }
 
-/// The module flags of a module-level metadata block: each flag's name and the value id of
-/// its value.
-fn module_flags(records: &[Record]) -> Result<HashMap<String, u64>, String> {
+/// The module flags of a module-level metadata block: each flag's name and the type id and
+/// value id of its value.
+fn module_flags(records: &[Record]) -> Result<HashMap<String, (u64, u64)>, String> {
     let mut strings: HashMap<u64, String> = HashMap::new();
-    let mut values: HashMap<u64, u64> = HashMap::new();
+    let mut values: HashMap<u64, (u64, u64)> = HashMap::new();
     let mut nodes: HashMap<u64, &[u64]> = HashMap::new();
     let mut named: HashMap<String, &[u64]> = HashMap::new();
     let mut next = 0u64;
@@ -225,7 +242,8 @@ fn module_flags(records: &[Record]) -> Result<HashMap<String, u64>, String> {
                 named.insert(n, ops);
             }
             code if METADATA_NO_NODE.contains(&code) => {}
-            code if code == 0 || code > METADATA_LAST => {
+            // 42 and 43 are reserved: LLVM's reader skips them.
+            code if code == 0 || code > METADATA_LAST || code == 42 || code == 43 => {
                 return Err(format!(
                     "metadata record code {code} is not one LLVM 22 writes"
                 ))
@@ -236,7 +254,7 @@ fn module_flags(records: &[Record]) -> Result<HashMap<String, u64>, String> {
                         strings.insert(next, chars(ops)?);
                     }
                     METADATA_VALUE if ops.len() == 2 => {
-                        values.insert(next, ops[1]);
+                        values.insert(next, (ops[0], ops[1]));
                     }
                     METADATA_NODE | METADATA_DISTINCT_NODE => {
                         nodes.insert(next, ops);
@@ -318,14 +336,21 @@ mod tests {
                 let name = format!("m-{v}-{name}.bc");
                 let module = read(&data(&name)).unwrap_or_else(|e| panic!("{name}: {e}"));
                 assert_eq!(module.triple, x86, "{name}");
-                assert_eq!(module.model, model, "{name}");
+                assert_eq!(module.model, Ok(model), "{name}");
             }
+        }
+        // An ifunc is a global value too: the flags' constants are numbered after it.
+        for (name, model) in [
+            ("tc-22-fpic.bc", Model::Pic(1)),
+            ("tc-22-fPIE.bc", Model::Pie(2)),
+        ] {
+            assert_eq!(read(&data(name)).unwrap().model, Ok(model), "{name}");
         }
         let arm = read(&data("m-22-arm-g.bc")).unwrap();
         assert_eq!(arm.triple, "aarch64-unknown-linux-gnu");
-        assert_eq!(arm.model, Model::Pic(2));
+        assert_eq!(arm.model, Ok(Model::Pic(2)));
         let split = read(&data("m-22-split.bc")).unwrap();
-        assert_eq!(split.model, Model::Static);
+        assert_eq!(split.model, Ok(Model::Static));
         assert_eq!(
             [Model::Static, Model::Pic(1), Model::Pie(2)].map(Model::option),
             ["-fno-pic", "-fpic", "-fPIE"]
@@ -353,6 +378,10 @@ mod tests {
         }
         // An index shard's module block has no triple.
         assert!(read(&shard).unwrap_err().contains("no target triple"));
+        // Padding after the module, as LLVM's reader allows it.
+        let mut padded = module.clone();
+        padded.extend([0; 4]);
+        assert_eq!(read(&padded).unwrap(), read(&module).unwrap());
         // Inside a wrapper header, the same module.
         let mut wrapped = vec![0xde, 0xc0, 0x17, 0x0b, 0, 0, 0, 0, 20, 0, 0, 0];
         wrapped.extend((module.len() as u32).to_le_bytes());

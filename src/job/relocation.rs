@@ -44,10 +44,14 @@ pub fn follow_modules(file: &mut JobFile<'_>, cwd: &Path) -> Option<String> {
         let read = std::fs::read(cwd.join(module.as_ref()))
             .map_err(|e| e.to_string())
             .and_then(|bytes| module::read(&bytes));
+        let read = read.and_then(|m| match is_elf(&m.triple) {
+            true => m.model.map(Some),
+            false => Ok(None),
+        });
         match read {
-            Ok(m) if !is_elf(&m.triple) => other_format += 1,
-            Ok(m) => {
-                let option = m.model.option();
+            Ok(None) => other_format += 1,
+            Ok(Some(model)) => {
+                let option = model.option();
                 *added.entry(option).or_default() += 1;
                 job.command.own.push(Str::Borrowed(option));
             }
@@ -69,6 +73,9 @@ pub fn follow_modules(file: &mut JobFile<'_>, cwd: &Path) -> Option<String> {
              -r links: {}",
             each.join(", ")
         );
+    }
+    if other_format > 0 {
+        line += &format!("; {other_format} not for ELF keep lld's command");
     }
     if let Some(first) = unread.first() {
         line += &format!(
