@@ -7,7 +7,8 @@
 # Each kernel boots in qemu (its version line must print); their section sizes are compared;
 # the vmlinux.o link is timed each way, RUNS times, interleaved, its ThinLTO cache removed
 # first. The dtlto and link builds start from a copy of the in-process tree: the compiles are
-# the same, and Kbuild relinks everything LD linked (its command changed).
+# the same, and Kbuild relinks everything LD linked (its command changed), recompiling only
+# objtool and the files that embed a linked image.
 # Not part of the test suite: it takes many minutes. Sources and builds stay in
 # target/bench/kernel (git-ignored). Usage: bench/kernel.sh [RUNS]   (default 2)
 set -euo pipefail

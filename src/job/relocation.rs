@@ -38,7 +38,12 @@ pub fn follow_modules(file: &mut JobFile<'_>, cwd: &Path) -> Option<String> {
             .command
             .words()
             .any(|w| MODEL_OPTIONS.contains(&w.as_ref()) || w.starts_with("-mrelocation-model="));
-        let Some(module) = job.inputs.first().filter(|_| !names_one) else {
+        // Only ThinLTO backend compiles: a job file's other commands are not clang's.
+        let backend = job
+            .command
+            .words()
+            .any(|w| w.starts_with("-fthinlto-index="));
+        let Some(module) = job.inputs.first().filter(|_| backend && !names_one) else {
             continue;
         };
         let read = std::fs::read(cwd.join(module.as_ref()))
