@@ -80,22 +80,26 @@ impl Reader<'_> {
         self.bit = self.bit.div_ceil(32) * 32;
     }
 
-    /// After ENTER_SUBBLOCK: the block id, its abbreviation width, the byte offset of its
-    /// length word and the byte offset of its end.
-    pub fn enter(&mut self) -> Result<(u64, u32, usize, usize), String> {
-        let block = self.vbr(8)?;
+    /// After ENTER_SUBBLOCK: the block, its reader just past the block's length word.
+    pub fn enter(&mut self) -> Result<Block, String> {
+        let id = self.vbr(8)?;
         let width = self.vbr(4)?;
         if !(1..=32).contains(&width) {
-            return Err(format!("block {block} has abbreviation width {width}"));
+            return Err(format!("block {id} has abbreviation width {width}"));
         }
         self.align32();
         let len_at = self.bit / 8;
         let words = self.fixed(32)? as usize;
         let end = self.bit / 8 + words * 4;
         if end > self.bytes.len() {
-            return Err(format!("block {block} runs past the end of the file"));
+            return Err(format!("block {id} runs past the end of the file"));
         }
-        Ok((block, width as u32, len_at, end))
+        Ok(Block {
+            id,
+            width: width as u32,
+            len_at,
+            end,
+        })
     }
 
     pub fn define_abbrev(&mut self) -> Result<Vec<Op>, String> {
@@ -207,22 +211,64 @@ impl Reader<'_> {
     pub fn records_after(
         &mut self,
         width: u32,
-        mut abbrevs: Vec<Vec<Op>>,
+        abbrevs: Vec<Vec<Op>>,
         what: &str,
     ) -> Result<Vec<Record>, String> {
         let mut records = Vec::new();
+        self.walk(width, abbrevs, |_, entry| match entry {
+            Entry::Block(_) => Err(format!("a block inside the {what}")),
+            Entry::Record(record) => {
+                records.push(record);
+                Ok(())
+            }
+        })?;
+        Ok(records)
+    }
+
+    /// Every entry of a block up to its END_BLOCK, the block's abbreviations kept here (starting
+    /// with `abbrevs`): `visit` gets each record, and each sub-block just entered, which it may
+    /// read; the walk then goes on from that sub-block's end.
+    pub fn walk(
+        &mut self,
+        width: u32,
+        mut abbrevs: Vec<Vec<Op>>,
+        mut visit: impl FnMut(&mut Self, Entry) -> Result<(), String>,
+    ) -> Result<(), String> {
         loop {
             match self.fixed(width)? {
                 END_BLOCK => {
                     self.align32();
-                    return Ok(records);
+                    return Ok(());
                 }
-                ENTER_SUBBLOCK => return Err(format!("a block inside the {what}")),
+                ENTER_SUBBLOCK => {
+                    let block = self.enter()?;
+                    visit(self, Entry::Block(block))?;
+                    self.bit = block.end * 8;
+                }
                 DEFINE_ABBREV => abbrevs.push(self.define_abbrev()?),
-                id => records.push(self.record(id, width, &abbrevs)?),
+                id => {
+                    let record = self.record(id, width, &abbrevs)?;
+                    visit(self, Entry::Record(record))?;
+                }
             }
         }
     }
+}
+
+/// A block just entered: its id, its abbreviation width, the byte offset of its length word
+/// and the byte offset of its end.
+#[derive(Debug, Clone, Copy)]
+pub struct Block {
+    pub id: u64,
+    pub width: u32,
+    pub len_at: usize,
+    pub end: usize,
+}
+
+/// What a block holds, one at a time.
+pub enum Entry {
+    Block(Block),
+    Record(Record),
 }
 
 /// After ENTER_SUBBLOCK of a BLOCKINFO block (its width given): the abbreviations it defines for

@@ -8,7 +8,7 @@
 //! guess.
 
 use super::bitstream::{
-    blockinfo, Op, Reader, Record, BLOCKINFO_BLOCK, DEFINE_ABBREV, END_BLOCK, ENTER_SUBBLOCK, MAGIC,
+    blockinfo, Entry, Op, Reader, Record, BLOCKINFO_BLOCK, ENTER_SUBBLOCK, MAGIC,
 };
 use std::collections::HashMap;
 
@@ -64,6 +64,11 @@ pub struct Module {
     pub model: Result<Model, String>,
 }
 
+/// Reads the module of the file at `path` (as `read`).
+pub fn read_file(path: &std::path::Path) -> Result<Module, String> {
+    read(&std::fs::read(path).map_err(|e| e.to_string())?)
+}
+
 /// Reads the first module of a bitcode file; a file with more modules (a split LTO unit) must
 /// say the same in each.
 pub fn read(bytes: &[u8]) -> Result<Module, String> {
@@ -79,9 +84,9 @@ pub fn read(bytes: &[u8]) -> Result<Module, String> {
             ENTER_SUBBLOCK => {}
             other => return Err(format!("top-level abbreviation {other}, not a block")),
         }
-        let (block, width, _, end) = r.enter()?;
-        if block == MODULE_BLOCK {
-            let module = module_block(&mut r, width)?;
+        let block = r.enter()?;
+        if block.id == MODULE_BLOCK {
+            let module = module_block(&mut r, block.width)?;
             match &found {
                 Some(first) if *first != module => {
                     return Err(format!(
@@ -93,7 +98,7 @@ pub fn read(bytes: &[u8]) -> Result<Module, String> {
                 None => found = Some(module),
             }
         }
-        r.bit = end * 8;
+        r.bit = block.end * 8;
     }
     found.ok_or_else(|| "no module block".to_string())
 }
@@ -126,44 +131,36 @@ fn unwrap(bytes: &[u8]) -> Result<&[u8], String> {
 /// What the module block says, its reader just past the block's length word.
 fn module_block(r: &mut Reader<'_>, width: u32) -> Result<Module, String> {
     let mut infos: HashMap<u64, Vec<Vec<Op>>> = HashMap::new();
-    let mut abbrevs = Vec::new();
     let mut triple = None;
     let mut globals = 0u64;
     let mut constants: Vec<Option<(u64, i64)>> = Vec::new();
     let mut flags = None;
-    loop {
-        match r.fixed(width)? {
-            END_BLOCK => {
-                r.align32();
-                break;
-            }
-            ENTER_SUBBLOCK => {
-                let (block, inner, _, end) = r.enter()?;
-                let given = infos.get(&block).cloned().unwrap_or_default();
-                match block {
-                    BLOCKINFO_BLOCK => infos.extend(blockinfo(r, inner)?),
-                    CONSTANTS_BLOCK => {
-                        constants.extend(integers(&r.records_after(inner, given, "constants")?))
-                    }
+    r.walk(width, Vec::new(), |r, entry| {
+        match entry {
+            Entry::Block(block) => {
+                let given = infos.get(&block.id).cloned().unwrap_or_default();
+                match block.id {
+                    BLOCKINFO_BLOCK => infos.extend(blockinfo(r, block.width)?),
+                    CONSTANTS_BLOCK => constants.extend(integers(&r.records_after(
+                        block.width,
+                        given,
+                        "constants",
+                    )?)),
                     METADATA_BLOCK => {
-                        let records = r.records_after(inner, given, "metadata block")?;
+                        let records = r.records_after(block.width, given, "metadata block")?;
                         flags = Some(module_flags(&records));
                     }
                     _ => {}
                 }
-                r.bit = end * 8;
             }
-            DEFINE_ABBREV => abbrevs.push(r.define_abbrev()?),
-            id => {
-                let record = r.record(id, width, &abbrevs)?;
-                if record.code == MODULE_CODE_TRIPLE {
-                    triple = Some(chars(&record.ops)?);
-                } else if GLOBAL_VALUES.contains(&record.code) {
-                    globals += 1;
-                }
+            Entry::Record(record) if record.code == MODULE_CODE_TRIPLE => {
+                triple = Some(chars(&record.ops)?)
             }
+            Entry::Record(record) if GLOBAL_VALUES.contains(&record.code) => globals += 1,
+            Entry::Record(_) => {}
         }
-    }
+        Ok(())
+    })?;
     let triple = triple.ok_or("no target triple")?;
     let model = flags
         .unwrap_or_else(|| Ok(HashMap::new()))

@@ -34,25 +34,22 @@ pub fn follow_modules(file: &mut JobFile<'_>, cwd: &Path) -> Option<String> {
     let mut unread: Vec<String> = Vec::new();
     let mut other_format = 0;
     for job in &mut file.jobs {
-        let names_one = job
-            .command
-            .words()
-            .any(|w| MODEL_OPTIONS.contains(&w.as_ref()) || w.starts_with("-mrelocation-model="));
-        // Only ThinLTO backend compiles: a job file's other commands are not clang's.
-        let backend = job
-            .command
-            .words()
-            .any(|w| w.starts_with("-fthinlto-index="));
+        // Only ThinLTO backend compiles (a job file's other commands are not clang's) that
+        // name no model.
+        let (mut backend, mut names_one) = (false, false);
+        for w in job.command.words() {
+            backend |= w.starts_with("-fthinlto-index=");
+            names_one |=
+                MODEL_OPTIONS.contains(&w.as_ref()) || w.starts_with("-mrelocation-model=");
+        }
         let Some(module) = job.inputs.first().filter(|_| backend && !names_one) else {
             continue;
         };
-        let read = std::fs::read(cwd.join(module.as_ref()))
-            .map_err(|e| e.to_string())
-            .and_then(|bytes| module::read(&bytes));
-        let read = read.and_then(|m| match is_elf(&m.triple) {
-            true => m.model.map(Some),
-            false => Ok(None),
-        });
+        let read =
+            module::read_file(&cwd.join(module.as_ref())).and_then(|m| match is_elf(&m.triple) {
+                true => m.model.map(Some),
+                false => Ok(None),
+            });
         match read {
             Ok(None) => other_format += 1,
             Ok(Some(model)) => {

@@ -219,10 +219,7 @@ fn target(command: &LinkCommand, cwd: &Utf8Path, jobs: &[SpecJob]) -> String {
     let Some(module) = jobs.first().map(|j| &j.inputs[0]) else {
         return command.triple.clone();
     };
-    let read = fs::read(cwd.join(module))
-        .map_err(|e| e.to_string())
-        .and_then(|bytes| crate::bitcode::module::read(&bytes));
-    match read {
+    match crate::bitcode::module::read_file(cwd.join(module).as_std_path()) {
         Ok(m) => m.triple,
         Err(e) => {
             report::warning(&format!(

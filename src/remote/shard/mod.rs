@@ -11,7 +11,7 @@
 
 mod summary;
 
-use crate::bitcode::bitstream::{Reader, Record, Writer, DEFINE_ABBREV, END_BLOCK, ENTER_SUBBLOCK};
+use crate::bitcode::bitstream::{Block, Entry, Reader, Record, Writer, ENTER_SUBBLOCK};
 use std::collections::HashMap;
 
 use crate::bitcode::bitstream::{BLOCKINFO_BLOCK, MAGIC};
@@ -32,22 +32,13 @@ struct Module {
     hash: Option<Vec<u64>>,
 }
 
-/// A block inside the MODULE_BLOCK: where its length word is, where it ends, and its
-/// abbreviation width.
-#[derive(Debug, Clone, Copy)]
-struct Span {
-    len_at: usize,
-    end: usize,
-    width: u32,
-}
-
 /// Where the module path table and the summary block are in the file, and the modules.
 #[derive(Debug)]
 struct Table {
     /// Byte offset of the MODULE_BLOCK's length word.
     module_len_at: usize,
-    strtab: Span,
-    summary: Option<Span>,
+    strtab: Block,
+    summary: Option<Block>,
     /// The first block or record of the module block that is neither of those nor its
     /// version, which could name modules by their numbers.
     other: Option<String>,
@@ -152,7 +143,7 @@ pub fn rename(shard: &[u8], rename: &dyn Fn(&str) -> Option<String>) -> Result<R
 fn splice(
     shard: &[u8],
     module_len_at: usize,
-    mut blocks: Vec<(Span, Vec<u8>)>,
+    mut blocks: Vec<(Block, Vec<u8>)>,
 ) -> Result<Vec<u8>, String> {
     blocks.sort_by_key(|(span, _)| span.len_at);
     let mut out = Vec::with_capacity(shard.len() * 2);
@@ -190,78 +181,57 @@ fn read_table(shard: &[u8]) -> Result<Table, String> {
         if id != ENTER_SUBBLOCK {
             return Err(format!("unexpected abbreviation {id} at the top level"));
         }
-        let (block, width, len_at, end) = r.enter()?;
-        match block {
+        let block = r.enter()?;
+        let end = block.end;
+        match block.id {
             BLOCKINFO_BLOCK => return Err("a BLOCKINFO block (not written in shards)".into()),
             MODULE_BLOCK => {
                 if found.is_some() {
                     return Err("two module blocks".into());
                 }
-                found = Some(module_block(&mut r, width, len_at, end)?);
+                found = Some(module_block(&mut r, block)?);
             }
             _ => r.bit = end * 8,
         }
         if r.bit != end * 8 {
-            return Err(format!("block {block} does not end where its length says"));
+            return Err(format!(
+                "block {} does not end where its length says",
+                block.id
+            ));
         }
     }
     found.ok_or_else(|| "no module path table".to_string())
 }
 
-fn module_block(
-    r: &mut Reader,
-    width: u32,
-    module_len_at: usize,
-    end: usize,
-) -> Result<Table, String> {
-    let mut abbrevs = Vec::new();
-    let mut table: Option<(Span, Vec<Module>)> = None;
+fn module_block(r: &mut Reader, module: Block) -> Result<Table, String> {
+    let mut table: Option<(Block, Vec<Module>)> = None;
     let mut summary = None;
     let mut other = None;
-    loop {
-        match r.fixed(width)? {
-            END_BLOCK => {
-                r.align32();
-                break;
-            }
-            ENTER_SUBBLOCK => {
-                let (block, w, len_at, block_end) = r.enter()?;
-                let span = Span {
-                    len_at,
-                    end: block_end,
-                    width: w,
-                };
-                match block {
-                    BLOCKINFO_BLOCK => {
-                        return Err("a BLOCKINFO block (not written in shards)".into())
-                    }
-                    MODULE_STRTAB_BLOCK if table.is_some() => {
-                        return Err("two module path tables".into())
-                    }
-                    MODULE_STRTAB_BLOCK => {
-                        let records = r.records(w, "module path table")?;
-                        if r.bit != block_end * 8 {
-                            return Err(
-                                "the module path table does not end where its length says".into()
-                            );
-                        }
-                        table = Some((span, modules(records)?));
-                    }
-                    GLOBALVAL_SUMMARY_BLOCK if summary.is_some() => {
-                        return Err("two summary blocks".into())
-                    }
-                    GLOBALVAL_SUMMARY_BLOCK => {
-                        summary = Some(span);
-                        r.bit = block_end * 8;
-                    }
-                    _ => {
-                        other.get_or_insert(format!("block {block}"));
-                        r.bit = block_end * 8;
-                    }
+    r.walk(module.width, Vec::new(), |r, entry| {
+        match entry {
+            Entry::Block(block) => match block.id {
+                BLOCKINFO_BLOCK => return Err("a BLOCKINFO block (not written in shards)".into()),
+                MODULE_STRTAB_BLOCK if table.is_some() => {
+                    return Err("two module path tables".into())
                 }
-            }
-            DEFINE_ABBREV => abbrevs.push(r.define_abbrev()?),
-            id => match r.record(id, width, &abbrevs)?.code {
+                MODULE_STRTAB_BLOCK => {
+                    let records = r.records(block.width, "module path table")?;
+                    if r.bit != block.end * 8 {
+                        return Err(
+                            "the module path table does not end where its length says".into()
+                        );
+                    }
+                    table = Some((block, modules(records)?));
+                }
+                GLOBALVAL_SUMMARY_BLOCK if summary.is_some() => {
+                    return Err("two summary blocks".into())
+                }
+                GLOBALVAL_SUMMARY_BLOCK => summary = Some(block),
+                id => {
+                    other.get_or_insert(format!("block {id}"));
+                }
+            },
+            Entry::Record(record) => match record.code {
                 MODULE_CODE_VERSION => {}
                 MODULE_CODE_VSTOFFSET => {
                     return Err(
@@ -273,7 +243,9 @@ fn module_block(
                 }
             },
         }
-    }
+        Ok(())
+    })?;
+    let end = module.end;
     if r.bit != end * 8 {
         return Err("the module block does not end where its length says".into());
     }
@@ -283,7 +255,7 @@ fn module_block(
         return Err("the summary block before the module path table".into());
     }
     Ok(Table {
-        module_len_at,
+        module_len_at: module.len_at,
         strtab,
         summary,
         other,

@@ -57,6 +57,14 @@ fn code(s: &Space, object: &str) -> String {
         .join("\n")
 }
 
+/// `dtlto-bridge link --report=REPORT --compiler=clang-22 -- ld.lld-22 ARGS`.
+fn link(s: &Space, report: &std::path::Path, args: &[&str]) -> std::process::Command {
+    let report = format!("--report={}", report.display());
+    let mut cmd = s.bridge(&["link", &report, "--compiler=clang-22", "--", "ld.lld-22"]);
+    cmd.args(args);
+    cmd
+}
+
 fn report(s: &Space, name: &str) -> Value {
     let path = s.tmp.with_file_name(name);
     serde_json::from_str(&fs::read_to_string(&path).unwrap()).unwrap()
@@ -93,19 +101,9 @@ fn a_relocatable_link_of_kernel_modules_gives_the_in_process_object_both_ways() 
     assert!(said.contains("-fno-pic for 3"), "{said}");
     assert_eq!(code(&s, "dtlto.o"), want, "integrated DTLTO");
 
-    let report_opt = format!("--report={}", reports.display());
-    let mut classic = vec![
-        "link",
-        &report_opt,
-        "--compiler=clang-22",
-        "--",
-        "ld.lld-22",
-        "-r",
-        "-o",
-        "link.o",
-    ];
+    let mut classic = vec!["-r", "-o", "link.o"];
     classic.extend(objects);
-    let out = s.ok(&mut s.bridge(&classic));
+    let out = s.ok(&mut link(&s, &reports, &classic));
     assert!(stderr(&out).contains("-fno-pic for 3"), "{}", stderr(&out));
     assert_eq!(code(&s, "link.o"), want, "dtlto-bridge link");
 
@@ -141,18 +139,9 @@ fn link_reads_kbuild_s_command_lines() {
     let mut plain = vec!["-o", "inproc.o"];
     plain.extend(tail);
     s.ok(&mut s.command("ld.lld-22", &plain));
-    let report_opt = format!("--report={}", s.tmp.with_file_name("r.json").display());
-    let mut classic = vec![
-        "link",
-        &report_opt,
-        "--compiler=clang-22",
-        "--",
-        "ld.lld-22",
-        "-o",
-        "link.o",
-    ];
+    let mut classic = vec!["-o", "link.o"];
     classic.extend(tail);
-    let out = s.ok(&mut s.bridge(&classic));
+    let out = s.ok(&mut link(&s, &s.tmp.with_file_name("r.json"), &classic));
     let said = stderr(&out);
     // The modules' triple (x86_64-unknown-linux-gnu), not the emulation's (x86_64-pc-...).
     assert!(!said.contains("different target triples"), "{said}");
