@@ -1,5 +1,6 @@
 //! Job: the job file and what can be known of a job without running it — the file's two
-//! schemas, the checks a file must pass, what a job's outputs must look like, what known
+//! schemas, the checks a file must pass, what a job's outputs must look like (whole objects of a
+//! known format), what known
 //! wrappers do, how a job's run ended (its outcome), and the relocation model a job follows
 //! when its command names none.
 //!
@@ -7,6 +8,7 @@
 //! run anything.
 
 pub(crate) mod check;
+pub(crate) mod object;
 pub(crate) mod outcome;
 pub(crate) mod output;
 pub mod parse;

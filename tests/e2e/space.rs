@@ -29,6 +29,16 @@ pub fn isolate(cmd: &mut Command) -> &mut Command {
 }
 
 /// One job running `sh -c SCRIPT` with these inputs and outputs.
+/// A minimal relocatable ELF object (its 64-byte header, no sections): what `obj!()` writes, for
+/// the fake compilers that copy an input to their output.
+pub fn object() -> String {
+    let mut o = String::from("\x7fELF\x02\x01\x01");
+    o.push_str(&"\0".repeat(9));
+    o.push_str("\x01\0>\0\x01\0\0\0");
+    o.push_str(&"\0".repeat(40));
+    o
+}
+
 pub fn sh_job<S: AsRef<str>>(script: &str, inputs: &[S], outputs: &[S]) -> serde_json::Value {
     let strings = |v: &[S]| v.iter().map(|s| s.as_ref().to_string()).collect::<Vec<_>>();
     serde_json::json!({"args": ["-c", script], "inputs": strings(inputs), "outputs": strings(outputs)})
@@ -339,8 +349,9 @@ pub fn ordered_jobs(s: &Space) {
         .map(|i| {
             s.write(&format!("in{i}"), &"x".repeat((i + 1) * 100));
             let script = format!(
-                "echo {i} >> starts; sleep {:.2}; echo x > out{i}",
-                SLEEPS[i]
+                "echo {i} >> starts; sleep {:.2}; {} > out{i}",
+                SLEEPS[i],
+                obj!()
             );
             sh_job(&script, &[format!("in{i}")], &[format!("out{i}")])
         })

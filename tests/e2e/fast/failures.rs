@@ -1,7 +1,7 @@
 //! Bad days on `sh` jobs: a wrapper and then the local run failing, no retry without a wrapper,
 //! cancellation by signal.
 
-use crate::space::{alive, require, stderr, wait_for, wrapper_arg, Space, BAD_WRAPPERS};
+use crate::space::{alive, object, require, stderr, wait_for, wrapper_arg, Space, BAD_WRAPPERS};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
@@ -60,7 +60,7 @@ fn hanging_jobs(s: &Space) {
             serde_json::json!({"args": ["-c", hang, out], "inputs": [], "outputs": [out]})
         })
         .collect();
-    jobs.push(serde_json::json!({"args": ["-c", "echo done > done.o"], "inputs": [], "outputs": ["done.o"]}));
+    jobs.push(serde_json::json!({"args": ["-c", concat!(obj!(), " > done.o")], "inputs": [], "outputs": ["done.o"]}));
     s.write(
         "hang.json",
         &serde_json::json!({"common": {"linker_output": "p", "args": ["sh"], "inputs": []}, "jobs": jobs})
@@ -119,7 +119,7 @@ fn cancel(backend: &str, sig: i32, group: bool) {
     );
     assert_eq!(
         s.read("done.o"),
-        "done\n",
+        object(),
         "a finished job keeps its output"
     );
     // A cancelled run writes its report too: three jobs killed by the signal, one finished.

@@ -1,13 +1,13 @@
 //! What a user sees of a run of `sh` jobs off a terminal: the summary line, or nothing.
 
-use crate::space::{stderr, Space};
+use crate::space::{object, stderr, Space};
 
 /// Off a terminal (under ninja, in a build log) a successful link prints nothing, unless the
 /// summary is asked for; `--quiet` silences it even then.
 #[test]
 fn the_summary_shows_on_a_terminal_or_when_asked_and_quiet_wins() {
     let s = Space::new();
-    s.write("in.o", "x");
+    s.write("in.o", &object());
     s.write(
         "j.json",
         r#"{"common":{"linker_output":"p","args":["cp"],"inputs":[]},

@@ -3,8 +3,8 @@
 //! written, a full stderr, hostile output names).
 
 use crate::space::{
-    assert_costliest_first, job_file, ordered_jobs, processes_with, sh_job, sh_jobs, stderr,
-    wait_for, Space, BRIDGE,
+    assert_costliest_first, job_file, object, ordered_jobs, processes_with, sh_job, sh_jobs,
+    stderr, wait_for, Space, BRIDGE,
 };
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -59,7 +59,8 @@ fn a_link_beside_a_busy_make_gets_its_share_of_tokens() {
         .map(|i| {
             let script = format!(
                 "echo \"start {i} $(date +%s%N)\" >> link.log; sleep 0.4; \
-                 echo \"end {i} $(date +%s%N)\" >> link.log; echo x > out{i}"
+                 echo \"end {i} $(date +%s%N)\" >> link.log; {} > out{i}",
+                obj!()
             );
             sh_job(&script, &[] as &[String], &[format!("out{i}")])
         })
@@ -110,10 +111,14 @@ fn cpu_ticks(pid: i32) -> u64 {
 #[test]
 fn waiting_launchers_spend_no_cpu() {
     let s = Space::new();
-    let mut jobs = vec![sh_job("sleep 3; echo x > long", &[] as &[&str], &["long"])];
+    let mut jobs = vec![sh_job(
+        concat!("sleep 3; ", obj!(), " > long"),
+        &[] as &[&str],
+        &["long"],
+    )];
     for i in 0..60 {
         let out = format!("q{i}");
-        jobs.push(sh_job(&format!("echo x > {out}"), &[], &[out]));
+        jobs.push(sh_job(&format!("{} > {out}", obj!()), &[], &[out]));
     }
     s.write("j.json", &job_file(jobs));
     let mut link = s
@@ -193,7 +198,10 @@ fn sigkill_of_the_link_leaves_no_process_and_the_next_run_cleans_up() {
         );
         assert_eq!(s.files_matching("out"), Vec::<String>::new(), "{backend}");
         assert_eq!(s.leftovers().len(), 1, "the dead run's directory");
-        s.write("one.json", &sh_jobs(&[("echo x > one.o", &[], &["one.o"])]));
+        s.write(
+            "one.json",
+            &sh_jobs(&[(concat!(obj!(), " > one.o"), &[], &["one.o"])]),
+        );
         s.ok(&mut s.bridge(&["one.json"]));
         assert!(s.leftovers().is_empty(), "{:?}", s.leftovers());
     }
@@ -230,7 +238,10 @@ fn a_report_that_cannot_be_written_is_a_warning_after_the_failure() {
 #[test]
 fn a_full_stderr_changes_no_exit_status() {
     let s = Space::new();
-    s.write("ok.json", &sh_jobs(&[("echo x > a.o", &[], &["a.o"])]));
+    s.write(
+        "ok.json",
+        &sh_jobs(&[(concat!(obj!(), " > a.o"), &[], &["a.o"])]),
+    );
     s.write(
         "bad.json",
         &sh_jobs(&[("echo boom >&2; exit 3", &[], &["b.o"])]),
@@ -262,14 +273,14 @@ fn hostile_output_names_are_run_or_refused_cleanly() {
         s.write(
             "dash.json",
             &sh_jobs(&[
-                ("echo x > ./-o.o", &[], &["-o.o"]),
-                ("echo y > --x.o", &[], &["--x.o"]),
+                (concat!(obj!(), " > ./-o.o"), &[], &["-o.o"]),
+                (concat!(obj!(), " > --x.o"), &[], &["--x.o"]),
             ]),
         );
         let mut args: Vec<&str> = backend.split(' ').collect();
         args.push("dash.json");
         s.ok(&mut s.bridge(&args));
-        assert_eq!(s.read("-o.o"), "x\n");
+        assert_eq!(s.read("-o.o"), object());
         s.write("nl.json", &sh_jobs(&[("touch ran", &[], &["a\nb.o"])]));
         args.pop();
         args.push("nl.json");

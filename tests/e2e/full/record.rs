@@ -130,7 +130,7 @@ fn a_terminal_gets_a_progress_line() {
     let s = Space::new();
     let jobs: Vec<Value> = (0..3)
         .map(|i| {
-            serde_json::json!({"args": ["-c", "sleep 0.6; echo x > \"$0\"", format!("o{i}")],
+            serde_json::json!({"args": ["-c", concat!("sleep 0.6; ", obj!(), " > \"$0\""), format!("o{i}")],
                                     "inputs": [], "outputs": [format!("o{i}")]})
         })
         .collect();

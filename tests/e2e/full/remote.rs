@@ -544,7 +544,7 @@ fn a_job_keyed_by_name_with_an_absolute_path_runs_here_and_says_why() {
         "j.json",
         &crate::space::job_file(vec![
             crate::space::sh_job("cat in.txt > o1", &[input.as_str()], &["o1"]),
-            crate::space::sh_job("echo y > o2", &[] as &[&str], &["o2"]),
+            crate::space::sh_job(concat!(obj!(), " > o2"), &[] as &[&str], &["o2"]),
         ]),
     );
     let report = space.tmp.with_file_name("report.json");

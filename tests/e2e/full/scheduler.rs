@@ -10,7 +10,10 @@ use crate::space::{
 #[test]
 fn a_foreign_or_open_pool_directory_is_refused_by_name() {
     let s = Space::new();
-    s.write("j.json", &sh_jobs(&[("echo x > o.o", &[], &["o.o"])]));
+    s.write(
+        "j.json",
+        &sh_jobs(&[(concat!(obj!(), " > o.o"), &[], &["o.o"])]),
+    );
     let base = s.tmp.with_file_name("pool");
     std::fs::create_dir_all(&base).unwrap();
     let uid = unsafe { libc::getuid() };
