@@ -32,6 +32,24 @@ pub fn problem(data: &[u8]) -> Option<String> {
     checked.err()
 }
 
+/// Whether `head` (a file's first 64 bytes, or all of a shorter one) starts an object a linker
+/// takes from an archive: a relocatable ELF object, a COFF object (regular or bigobj) or a COFF
+/// short import object (what import libraries hold).
+pub fn is_relocatable(head: &[u8]) -> bool {
+    match FileKind::parse(head) {
+        Ok(FileKind::Elf32 | FileKind::Elf64) => {
+            // e_type, in the byte order EI_DATA names: 1 is ET_REL.
+            match (head.get(5), head.get(16..18)) {
+                (Some(1), Some(t)) => t == [1, 0],
+                (Some(2), Some(t)) => t == [0, 1],
+                _ => false,
+            }
+        }
+        Ok(FileKind::Coff | FileKind::CoffBig | FileKind::CoffImport) => true,
+        _ => false,
+    }
+}
+
 /// "a file of a format dtlto-bridge does not know (it starts 42 43 c0 de ...)".
 fn unknown(data: &[u8]) -> String {
     let head: Vec<String> = data.iter().take(8).map(|b| format!("{b:02x}")).collect();
@@ -197,6 +215,34 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn relocatable_objects_are_told_from_other_files() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/objects");
+        for name in ["x86_64.obj", "arm64.obj", "x86_64.o", "aarch64_be.o"] {
+            let whole = std::fs::read(format!("{dir}/{name}")).unwrap();
+            assert!(is_relocatable(&whole[..64]), "{name}");
+        }
+        assert!(is_relocatable(
+            &coff(pe::IMAGE_FILE_MACHINE_AMD64, true)[..64]
+        ));
+        let elf = |data: u8, t: [u8; 2]| {
+            let mut h = b"\x7fELF\x02".to_vec();
+            h.push(data);
+            h.push(1);
+            h.resize(16, 0);
+            h.extend(t);
+            h
+        };
+        assert!(is_relocatable(&elf(1, [1, 0])));
+        assert!(is_relocatable(&elf(2, [0, 1])));
+        assert!(!is_relocatable(&elf(1, [3, 0])), "a shared object");
+        assert!(!is_relocatable(&elf(2, [1, 0])));
+        assert!(!is_relocatable(b"\x7fELF"));
+        assert!(!is_relocatable(b"README text\n......"));
+        let import = b"\0\0\xff\xff\0\0\x64\x86\0\0\0\0\x10\0\0\0";
+        assert!(is_relocatable(import), "a short import object");
     }
 
     #[test]

@@ -26,26 +26,16 @@ pub fn is_bitcode(head: &[u8]) -> bool {
     head.starts_with(b"BC\xC0\xDE") || head.starts_with(&[0xDE, 0xC0, 0x17, 0x0B])
 }
 
-/// Whether `head` starts a member lld links: bitcode or a relocatable ELF object. lld leaves
-/// any other member out with a warning ("is neither ET_REL nor LLVM bitcode").
+/// Whether `head` starts a member lld links: bitcode or a relocatable object (ELF, COFF, or a
+/// COFF import object). ld.lld leaves any other member out with a warning ("is neither ET_REL
+/// nor LLVM bitcode").
 pub fn is_linkable(head: &[u8]) -> bool {
-    if is_bitcode(head) {
-        return true;
-    }
-    if head.len() < 18 || !head.starts_with(b"\x7fELF") {
-        return false;
-    }
-    // e_type, in the byte order EI_DATA names: 1 is ET_REL.
-    match head[5] {
-        1 => head[16..18] == [1, 0],
-        2 => head[16..18] == [0, 1],
-        _ => false,
-    }
+    is_bitcode(head) || crate::job::object::is_relocatable(head)
 }
 
 /// The first bytes of the file at `path` (fewer if it is shorter; none if it cannot be read).
 fn head_of(path: &Utf8Path) -> Vec<u8> {
-    let mut head = [0u8; 18];
+    let mut head = [0u8; 64];
     match fs::File::open(path).and_then(|mut f| read_head(&mut f, &mut head)) {
         Ok(n) => head[..n].to_vec(),
         Err(_) => Vec::new(),
@@ -174,18 +164,6 @@ mod tests {
         assert!(is_bitcode(&[0xDE, 0xC0, 0x17, 0x0B, 0, 0]));
         assert!(!is_bitcode(b"\x7fELF\x02\x01"));
         assert!(!is_bitcode(b"BC"));
-        let elf = |data: u8, t: [u8; 2]| {
-            let mut h = b"\x7fELF\x02".to_vec();
-            h.push(data);
-            h.resize(16, 0);
-            h.extend(t);
-            h
-        };
-        assert!(is_linkable(&elf(1, [1, 0])));
-        assert!(is_linkable(&elf(2, [0, 1])));
-        assert!(!is_linkable(&elf(1, [3, 0])), "a shared object");
-        assert!(!is_linkable(&elf(2, [1, 0])));
-        assert!(!is_linkable(b"\x7fELF"));
         assert!(!is_linkable(b"README text\n......"));
         assert!(is_linkable(b"BC\xC0\xDE"));
     }

@@ -1,37 +1,120 @@
 //! Command: the link command `dtlto-bridge link` was given — lld's program and arguments, from
-//! clang's `-###` unless lld was run directly — checked to be lld's and to leave the thin link to
-//! `link`, and the target the backend jobs compile for (lld's emulation, clang's triple).
+//! clang's `-###` unless lld was run directly — checked to be lld's (ld.lld for ELF, lld-link for
+//! COFF; not lld's MinGW driver) and to leave the thin link to `link`, and the target the
+//! backend jobs compile for (lld's emulation, clang's triple).
 //!
-//! It knows clang's driver and lld's emulations; it does not read input files or run the flow.
+//! It knows clang's driver, lld's flavors and emulations; it does not read input files or run
+//! the flow.
 
 use crate::cli::LinkArgs;
 use crate::exec::process::{self};
+use crate::link::coffargs;
 use crate::link::ldargs::{self};
 use crate::report::Fail;
 use camino::Utf8Path;
 use std::process::{Command, Stdio};
 
+/// Which of lld's drivers the link runs: its options, response-file quoting and object format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Flavor {
+    /// ld.lld: GNU options, ELF.
+    Elf,
+    /// lld-link: MSVC options (`/out:`, `/defaultlib:`), Windows quoting, COFF.
+    Coff,
+}
+
+impl Flavor {
+    /// The flavor of the linker program `ld` (a path), by its name as lld tells its drivers.
+    fn of(ld: &str) -> Flavor {
+        let name = Utf8Path::new(ld).file_name().unwrap_or("");
+        if name.to_ascii_lowercase().starts_with("lld-link") {
+            Flavor::Coff
+        } else {
+            Flavor::Elf
+        }
+    }
+
+    /// A word for this linker's response files.
+    pub(super) fn rsp_word(self, word: &str) -> String {
+        match self {
+            Flavor::Elf => crate::render::escape::response_word(word),
+            Flavor::Coff => crate::render::escape::windows_word(word),
+        }
+    }
+
+    /// The words around objects the link treats as an archive's members.
+    pub(super) fn lib_markers(self) -> (&'static str, &'static str) {
+        match self {
+            Flavor::Elf => ("--start-lib", "--end-lib"),
+            Flavor::Coff => ("/start-lib", "/end-lib"),
+        }
+    }
+
+    /// The thin link's options: write index shards and imports lists under `prefix` and the
+    /// list of modules linked to `list`, then stop.
+    pub(super) fn thin_options(self, list: &str, prefix: &str) -> [String; 3] {
+        match self {
+            Flavor::Elf => [
+                format!("--thinlto-index-only={list}"),
+                "--thinlto-emit-imports-files".to_string(),
+                format!("--thinlto-prefix-replace=;{prefix}"),
+            ],
+            Flavor::Coff => [
+                format!("/thinlto-index-only:{list}"),
+                "/thinlto-emit-imports-files".to_string(),
+                format!("/thinlto-prefix-replace:;{prefix}"),
+            ],
+        }
+    }
+}
+
 /// The link command's parts: lld's program and arguments, and the compiler for the jobs.
 pub(super) struct LinkCommand {
     pub(super) ld: String,
+    pub(super) flavor: Flavor,
     pub(super) args: Vec<String>,
     pub(super) compiler: String,
     pub(super) triple: String,
 }
 
+/// lld's emulations of its MinGW driver (ld.lld for Windows targets).
+const MINGW: &[&str] = &[
+    "i386pe",
+    "i386pep",
+    "thumb2pe",
+    "arm64pe",
+    "arm64ecpe",
+    "arm64xpe",
+];
+
 /// The link command, checked to be lld's and to leave the thin link to `link`.
 pub(super) fn checked(args: &LinkArgs, cwd: &Utf8Path) -> Result<LinkCommand, Fail> {
     let command = link_command(args, cwd)?;
     check_lld(&command.ld)?;
-    for bad in ["thinlto-distributor", "thinlto-index-only"] {
-        if command
-            .args
-            .iter()
-            .any(|a| a.trim_start_matches('-').split('=').next() == Some(bad))
-        {
+    if command.flavor == Flavor::Elf {
+        if let Some(m) = ldargs::emulation(&command.args).filter(|m| MINGW.contains(m)) {
             return Err(Fail::bad_input(format!(
-                "link: the link command already has --{bad}; `dtlto-bridge link` runs the thin \
-                 link itself (drop -fthinlto-distributor= to use this flow, or use it alone)"
+                "link: the link runs lld's MinGW driver (-m {m}), which has no --start-lib and \
+                 no --thinlto-index-only, so `dtlto-bridge link` cannot drive it; use \
+                 integrated DTLTO: -Wl,--Xlink=/thinlto-distributor:ABS-PATH-OF-dtlto-bridge \
+                 -Wl,--Xlink=/thinlto-remote-compiler:ABS-PATH-OF-clang"
+            )));
+        }
+    }
+    for bad in ["thinlto-distributor", "thinlto-index-only"] {
+        let has = command.args.iter().any(|a| match command.flavor {
+            Flavor::Elf => a.trim_start_matches('-').split('=').next() == Some(bad),
+            Flavor::Coff => coffargs::option(a).is_some_and(|(n, _)| n == bad),
+        });
+        if has {
+            return Err(Fail::bad_input(format!(
+                "link: the link command already has {}{bad}; `dtlto-bridge link` runs the thin \
+                 link itself (drop the distributor option to use this flow, or use it alone)",
+                if command.flavor == Flavor::Coff {
+                    "/"
+                } else {
+                    "--"
+                }
             )));
         }
     }
@@ -39,12 +122,23 @@ pub(super) fn checked(args: &LinkArgs, cwd: &Utf8Path) -> Result<LinkCommand, Fa
 }
 
 impl LinkCommand {
-    /// The link's output (`-o`), as lld names it.
+    /// The link's output (`-o`, `/out:`), as lld names it.
     pub(super) fn output(&self) -> String {
-        ldargs::values(&self.args, "o")
-            .last()
-            .map(|o| o.to_string())
-            .unwrap_or_else(|| "a.out".to_string())
+        match self.flavor {
+            Flavor::Elf => ldargs::values(&self.args, "o")
+                .last()
+                .map(|o| o.to_string())
+                .unwrap_or_else(|| "a.out".to_string()),
+            Flavor::Coff => coffargs::output(&self.args),
+        }
+    }
+
+    /// The ThinLTO backend options lld's DTLTO derives from this link.
+    pub(super) fn backend(&self) -> ldargs::Backend {
+        match self.flavor {
+            Flavor::Elf => ldargs::Backend::from_args(&self.args),
+            Flavor::Coff => coffargs::backend(&self.args),
+        }
     }
 }
 
@@ -112,12 +206,23 @@ pub(super) fn link_command(args: &LinkArgs, cwd: &Utf8Path) -> Result<LinkComman
         let compiler = args.compiler.clone().unwrap_or_else(|| user[0].clone());
         (ld[0].clone(), ld[1..].to_vec(), compiler)
     };
-    let args_expanded = ldargs::expand_response_files(&rest, cwd)
-        .map_err(|e| Fail::bad_input(format!("link: {e}")))?;
+    let flavor = Flavor::of(&ld);
+    let args_expanded = match flavor {
+        Flavor::Elf => ldargs::expand_response_files(&rest, cwd),
+        // lld-link reads `LINK` and `_LINK_` too; the flow passes their words itself.
+        Flavor::Coff => coffargs::expand(
+            &rest,
+            cwd,
+            std::env::var("LINK").ok().as_deref(),
+            std::env::var("_LINK_").ok().as_deref(),
+        ),
+    }
+    .map_err(|e| Fail::bad_input(format!("link: {e}")))?;
     let triple = target_triple(&compiler, if is_ld { &[] } else { &user[1..] })?;
     // lld run directly: its -m emulation names the target's architecture.
-    let emulation = ldargs::emulation(&args_expanded);
-    let triple = match emulation.filter(|_| is_ld).map(|m| (m, emulation_arch(m))) {
+    let emulation = ldargs::emulation(&args_expanded)
+        .filter(|m| is_ld && flavor == Flavor::Elf && !MINGW.contains(m));
+    let triple = match emulation.map(|m| (m, emulation_arch(m))) {
         Some((_, Some((arch, env)))) => with_arch(&triple, arch, env),
         Some((m, None)) => {
             return Err(Fail::bad_input(format!(
@@ -130,6 +235,7 @@ pub(super) fn link_command(args: &LinkArgs, cwd: &Utf8Path) -> Result<LinkComman
     };
     Ok(LinkCommand {
         ld,
+        flavor,
         args: args_expanded,
         compiler,
         triple,

@@ -98,11 +98,11 @@ pub(super) fn emit_in(
     let jobs_path = format!("{rel}/jobs.json");
     fs::write(cwd.join(&jobs_path), &jobs_text)
         .map_err(|e| Fail::environment(format!("write {jobs_path}: {e}")))?;
-    let last = render(&plan.items, Some(&outputs));
-    let rsp = dir.join("final.rsp");
-    let words: Vec<String> = last.iter().map(|a| escape::response_word(a)).collect();
-    fs::write(&rsp, words.join("\n") + "\n")
-        .map_err(|e| Fail::environment(format!("write {rsp}: {e}")))?;
+    write_rsp(
+        command.flavor,
+        &dir.join("final.rsp"),
+        &plan.final_args(&outputs),
+    )?;
 
     let mut thin_inputs = BTreeSet::new();
     let mut archives = BTreeSet::new();

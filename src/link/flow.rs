@@ -15,7 +15,7 @@ use crate::exec::dir::StateDir;
 use crate::exec::process::{self, Watch};
 use crate::job::parse::{Spec, SpecCommon, SpecJob};
 use crate::link::fingerprint::Print;
-use crate::link::ldargs::{self, Backend};
+use crate::link::ldargs;
 use crate::render::escape;
 use crate::report::{self, Fail};
 use camino::{Utf8Component, Utf8Path, Utf8PathBuf};
@@ -78,6 +78,7 @@ pub fn link(args: &LinkArgs, jobserver: jobserver::FromEnv, watch: &Watch) -> Re
 
 /// The link's inputs read, and where the thin link writes.
 pub(super) struct Plan {
+    pub(super) flavor: Flavor,
     pub(super) items: Vec<Item>,
     /// Every bitcode module this link passes, and whether it is lazy (an archive's member).
     pub(super) modules: BTreeMap<String, bool>,
@@ -96,7 +97,7 @@ impl Plan {
         rel: &str,
         prints: Option<&mut BTreeMap<String, Print>>,
     ) -> Result<Plan, Fail> {
-        let items = read_inputs(&command.args, cwd, dir, rel, prints)?;
+        let items = read_inputs(command.flavor, &command.args, cwd, dir, rel, prints)?;
         let modules: BTreeMap<String, bool> = items
             .iter()
             .flat_map(|item| match item {
@@ -110,9 +111,11 @@ impl Plan {
                 Item::Word(_) | Item::File(_) => vec![],
             })
             .collect();
+        let flavor = command.flavor;
         // Deep enough that a module's `..` components keep its files inside the directory.
         let depth = modules.keys().map(|m| parents(m)).max().unwrap_or(0);
         Ok(Plan {
+            flavor,
             items,
             modules,
             prefix: format!("{rel}/m/{}", "_/".repeat(depth)),
@@ -122,13 +125,14 @@ impl Plan {
 
     /// lld's arguments for the thin link.
     pub(super) fn thin_args(&self) -> Vec<String> {
-        let mut thin = render(&self.items, None);
-        thin.extend([
-            format!("--thinlto-index-only={}", self.list),
-            "--thinlto-emit-imports-files".to_string(),
-            format!("--thinlto-prefix-replace=;{}", self.prefix),
-        ]);
+        let mut thin = render(self.flavor, &self.items, None);
+        thin.extend(self.flavor.thin_options(&self.list, &self.prefix));
         thin
+    }
+
+    /// lld's arguments for the final link: each linked module's native object in its place.
+    pub(super) fn final_args(&self, outputs: &BTreeMap<String, String>) -> Vec<String> {
+        render(self.flavor, &self.items, Some(outputs))
     }
 
     /// After the thin link: the job file (current schema) of the modules it linked, and each
@@ -185,7 +189,7 @@ impl Plan {
             "-c".to_string(),
             format!("--target={}", target(command, cwd, &jobs)),
         ];
-        let backend = Backend::from_args(&command.args);
+        let backend = command.backend();
         common.extend(backend.options());
         common.extend(args.backend_arg.iter().cloned());
         let common: Vec<String> = common
@@ -294,8 +298,7 @@ pub(super) fn flow(
     }
 
     // Step 3: the final link, native objects in place of the bitcode.
-    let last = render(&plan.items, Some(&outputs));
-    final_link(command, &last, private, watch)
+    final_link(command, &plan.final_args(&outputs), private, watch)
 }
 
 /// The module a line of lld's list names, checked to be a path this link passed.
@@ -357,6 +360,13 @@ pub(super) fn relative(from: &Utf8Path, to: &Utf8Path) -> String {
     }
 }
 
+/// Writes `args` as the linker's response file `rsp`, quoted as the linker reads it.
+pub(super) fn write_rsp(flavor: Flavor, rsp: &Utf8Path, args: &[String]) -> Result<(), Fail> {
+    let text: Vec<String> = args.iter().map(|a| flavor.rsp_word(a)).collect();
+    fs::write(rsp, text.join("\n") + "\n")
+        .map_err(|e| Fail::environment(format!("write {rsp}: {e}")))
+}
+
 /// Runs lld with `args` through a response file (a kernel's link outgrows the argument limit).
 pub(super) fn run_ld(
     command: &LinkCommand,
@@ -367,11 +377,13 @@ pub(super) fn run_ld(
     step: &str,
 ) -> Result<(), Fail> {
     let rsp = private.join(name);
-    let text: Vec<String> = args.iter().map(|a| escape::response_word(a)).collect();
-    fs::write(&rsp, text.join("\n") + "\n")
-        .map_err(|e| Fail::environment(format!("write {rsp}: {e}")))?;
+    write_rsp(command.flavor, &rsp, args)?;
     let mut cmd = Command::new(&command.ld);
-    cmd.arg(format!("@{rsp}")).stdin(Stdio::null());
+    // lld-link would add `LINK`'s and `_LINK_`'s words again: they are in `args` already.
+    cmd.arg(format!("@{rsp}"))
+        .stdin(Stdio::null())
+        .env_remove("LINK")
+        .env_remove("_LINK_");
     let child = process::spawn(
         &mut cmd,
         watch,

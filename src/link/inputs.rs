@@ -1,12 +1,15 @@
 //! Inputs: lld's arguments read as lld reads them — `--push-state`/`--pop-state`, `-L` order,
-//! `-l` search, `--whole-archive` and `--start-lib` regions — into the items the flow rewrites:
+//! `-l` search, `--whole-archive` and `--start-lib` regions; lld-link's `/libpath:` search,
+//! `/defaultlib:`, `/wholearchive` and `/start-lib` — into the items the flow rewrites:
 //! bitcode modules, archives whose bitcode members are extracted, and everything else as it is;
 //! and those items written back as lld's arguments for the thin and the final link.
 //!
-//! It knows lld's input options (their spellings come from `ldargs`) and asks `archive` what a
-//! file is; it does not run anything.
+//! It knows lld's input options (their spellings come from `ldargs` and `coffargs`) and asks
+//! `archive` what a file is; it does not run anything.
 
 use crate::link::archive::{self, Archive, Kind};
+use crate::link::coffargs;
+use crate::link::command::Flavor;
 use crate::link::fingerprint::Print;
 use crate::link::ldargs::{self, Word};
 use crate::report::Fail;
@@ -44,25 +47,44 @@ pub(super) struct Members {
 /// Reads lld's arguments into items: bitcode inputs become modules; archives (named or `-l`)
 /// with bitcode members are extracted into the private directory.
 pub(super) fn read_inputs(
+    flavor: Flavor,
     args: &[String],
     cwd: &Utf8Path,
     private: &Utf8Path,
     rel: &str,
     mut prints: Option<&mut BTreeMap<String, Print>>,
 ) -> Result<Vec<Item>, Fail> {
-    let search = search_paths(args);
+    let (search, words) = match flavor {
+        Flavor::Elf => (search_paths(args), ldargs::classify(args)),
+        Flavor::Coff => {
+            let lib = std::env::var("LIB").ok();
+            (
+                coffargs::search_paths(args, lib.as_deref()),
+                coffargs::classify(args),
+            )
+        }
+    };
     let mut items = Vec::new();
     let mut in_lib = false;
     // What --push-state saves and --pop-state restores, as lld does: --whole-archive and
-    // -static (and --as-needed, which does not change what is read here).
-    let mut state = State::default();
+    // -static (and --as-needed, which does not change what is read here). lld-link's
+    // `/wholearchive` covers every archive, wherever it stands.
+    let mut state = State {
+        whole: flavor == Flavor::Coff && coffargs::flag(args, "wholearchive"),
+        statik: false,
+    };
     let mut saved = Vec::new();
     let mut archives = 0;
-    for word in ldargs::classify(args) {
+    for word in words {
+        let mut whole = state.whole;
         let (named, path) = match &word {
             Word::Option(o) => {
-                match o.trim_start_matches('-') {
-                    "whole-archive" => state.whole = true,
+                let bare = match flavor {
+                    Flavor::Elf => o.trim_start_matches('-').to_string(),
+                    Flavor::Coff => coffargs::option(o).map(|(n, _)| n).unwrap_or_default(),
+                };
+                match bare.as_str() {
+                    "whole-archive" if flavor == Flavor::Elf => state.whole = true,
                     "no-whole-archive" => state.whole = false,
                     "start-lib" => in_lib = true,
                     "end-lib" => in_lib = false,
@@ -82,7 +104,19 @@ pub(super) fn read_inputs(
                 items.push(Item::Word(o.clone()));
                 continue;
             }
+            Word::Input(p) if flavor == Flavor::Coff => (
+                p.clone(),
+                coffargs::find_file(p, &search, false, cwd).or(Some(p.into())),
+            ),
             Word::Input(p) => (p.clone(), Some(Utf8PathBuf::from(p))),
+            Word::WholeInput { path, word } => {
+                whole = true;
+                (word.clone(), coffargs::find_file(path, &search, false, cwd))
+            }
+            Word::Library(name) if flavor == Flavor::Coff => (
+                format!("/defaultlib:{name}"),
+                coffargs::find_file(name, &search, true, cwd),
+            ),
             Word::Library(name) => (
                 format!("-l{name}"),
                 find_library(name, &search, state.statik, cwd),
@@ -118,11 +152,10 @@ pub(super) fn read_inputs(
                 let dir = private.join("x").join(archives.to_string());
                 let mut members = Vec::new();
                 for (i, m) in read.members.iter().enumerate() {
-                    if !m.linkable && state.whole {
+                    if !m.linkable && whole {
                         return Err(Fail::bad_input(format!(
                             "link: {named}: member {} is neither a relocatable object nor \
-                             bitcode, and --whole-archive links every member (lld: not an ELF \
-                             file)",
+                             bitcode, and a whole archive links every member (lld refuses it)",
                             m.name
                         )));
                     }
@@ -152,7 +185,7 @@ pub(super) fn read_inputs(
                     named,
                     archive: path.to_string(),
                     members,
-                    whole: state.whole,
+                    whole,
                     in_lib,
                 }));
             }
@@ -204,9 +237,14 @@ pub(super) fn search_paths(args: &[String]) -> Vec<String> {
         .collect()
 }
 
-/// A member's name as a file name: its last component, `/` and NUL never in it.
+/// A member's name as a file name: its last component (after `/` or, as lib.exe writes them,
+/// `\\`), `/` and NUL never in it.
 pub(super) fn safe_name(name: &str) -> String {
-    let last = name.trim_end_matches('/').rsplit('/').next().unwrap_or("");
+    let last = name
+        .trim_end_matches(['/', '\\'])
+        .rsplit(['/', '\\'])
+        .next()
+        .unwrap_or("");
     if last.is_empty() || last == "." || last == ".." {
         "member".to_string()
     } else {
@@ -240,8 +278,13 @@ pub(super) fn find_library(
 
 /// lld's arguments for the thin link (`native` None) or the final link (each linked module's
 /// native object; modules the thin link dropped are left out).
-pub(super) fn render(items: &[Item], native: Option<&BTreeMap<String, String>>) -> Vec<String> {
+pub(super) fn render(
+    flavor: Flavor,
+    items: &[Item],
+    native: Option<&BTreeMap<String, String>>,
+) -> Vec<String> {
     let unmarked = groups_with_lazy_members(items);
+    let (start_lib, end_lib) = flavor.lib_markers();
     let mut out = Vec::new();
     let pick = |path: &str, bitcode: bool| -> Option<String> {
         match (native, bitcode) {
@@ -270,13 +313,13 @@ pub(super) fn render(items: &[Item], native: Option<&BTreeMap<String, String>>) 
                 }
                 let group = region && !lazy.is_empty();
                 if group {
-                    out.push("--start-lib".to_string());
+                    out.push(start_lib.to_string());
                 }
                 for (path, bitcode, _) in lazy {
                     out.extend(pick(path, *bitcode));
                 }
                 if group {
-                    out.push("--end-lib".to_string());
+                    out.push(end_lib.to_string());
                 }
             }
         }
@@ -366,7 +409,7 @@ mod tests {
             "-Bstatic",
             "-lq",
         ]);
-        let items = read_inputs(&args, &cwd, &cwd.join("p"), "p", None).unwrap();
+        let items = read_inputs(Flavor::Elf, &args, &cwd, &cwd.join("p"), "p", None).unwrap();
         let groups: Vec<(&str, bool, Vec<&str>)> = items
             .iter()
             .filter_map(|i| match i {
@@ -386,9 +429,11 @@ mod tests {
         );
         // As lld: a member it cannot link is an error where every member is linked, and so
         // is a --pop-state with nothing pushed.
-        let read = |w: &[&str]| read_inputs(&words(w), &cwd, &cwd.join("p"), "p", None);
+        let read =
+            |w: &[&str]| read_inputs(Flavor::Elf, &words(w), &cwd, &cwd.join("p"), "p", None);
         let err = read(&["--whole-archive", "libx.a"]).err().unwrap().message;
         assert!(err.contains("libx.a: member README is neither"), "{err}");
+        assert!(err.contains("a whole archive links every member"), "{err}");
         let err = read(&["--pop-state", "libx.a"]).err().unwrap().message;
         assert!(err.contains("--pop-state without a --push-state"), "{err}");
         assert_eq!(search_paths(&args), ["d2", "d1", "d3"]);
@@ -418,7 +463,7 @@ mod tests {
                 in_lib: false,
             }),
         ];
-        let thin = render(&items, None);
+        let thin = render(Flavor::Elf, &items, None);
         assert_eq!(
             thin,
             [
@@ -438,7 +483,7 @@ mod tests {
         ]
         .into();
         assert_eq!(
-            render(&items, Some(&native)),
+            render(Flavor::Elf, &items, Some(&native)),
             [
                 "-o",
                 "prog",
@@ -477,7 +522,7 @@ mod tests {
             word("--end-group"),
         ];
         assert_eq!(
-            render(&items, None).join(" "),
+            render(Flavor::Elf, &items, None).join(" "),
             "--start-lib x/liba.a.o --end-lib libn.a -( libc.a -) --start-group x/libw.a.o \
              --end-group"
         );

@@ -170,6 +170,9 @@ pub enum Word {
     Library(String),
     /// An input file, as written.
     Input(String),
+    /// An input whose every member is linked, and the word that named it (lld-link's
+    /// `/wholearchive:FILE`).
+    WholeInput { path: String, word: String },
 }
 
 /// Splits lld's (expanded) arguments, the program excluded, into options, libraries and inputs.

@@ -1,7 +1,7 @@
 //! Escape: every rule for writing a string into a shell command, a build.ninja or a Makefile.
 //!
 //! It knows the quoting rules of POSIX sh (and of bash, which is /bin/sh on Fedora, RHEL and
-//! Arch), ninja and GNU make, and which strings each cannot express; it does not know what the
+//! Arch), ninja and GNU make, and of response files (LLVM's GNU and Windows tokenizers), and which strings each cannot express; it does not know what the
 //! strings mean or which backend was chosen. Quoting streams into any `fmt::Write`, so the
 //! renderers write escaped text without building copies of it.
 
@@ -432,6 +432,88 @@ pub fn response_word(word: &str) -> String {
     out
 }
 
+/// Splits a response file's text into words as LLVM's Windows tokenizer does (lld-link's
+/// default): blanks separate words outside double quotes; `""` inside quotes is one `"`; a run
+/// of backslashes before a `"` gives half of them, and an odd one escapes the quote; other
+/// backslashes are themselves.
+pub fn windows_split(text: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut word = String::new();
+    let mut in_word = false;
+    let mut quoted = false;
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            ' ' | '\t' | '\n' | '\r' if !quoted => {
+                if in_word {
+                    words.push(std::mem::take(&mut word));
+                    in_word = false;
+                }
+            }
+            '\\' => {
+                in_word = true;
+                let mut n = 1;
+                while chars.peek() == Some(&'\\') {
+                    chars.next();
+                    n += 1;
+                }
+                if chars.peek() == Some(&'"') {
+                    word.extend(std::iter::repeat_n('\\', n / 2));
+                    if n % 2 == 1 {
+                        chars.next();
+                        word.push('"');
+                    }
+                } else {
+                    word.extend(std::iter::repeat_n('\\', n));
+                }
+            }
+            '"' => {
+                in_word = true;
+                if quoted && chars.peek() == Some(&'"') {
+                    chars.next();
+                    word.push('"');
+                } else {
+                    quoted = !quoted;
+                }
+            }
+            c => {
+                in_word = true;
+                word.push(c);
+            }
+        }
+    }
+    if in_word {
+        words.push(word);
+    }
+    words
+}
+
+/// A word for a response file that `windows_split` reads back as `word`: bare when it holds no
+/// blank or quote, else in double quotes, each `"` escaped and the backslashes before a `"` (or
+/// before the closing quote) doubled.
+pub fn windows_word(word: &str) -> String {
+    if !word.is_empty() && !word.contains([' ', '\t', '\n', '\r', '"']) {
+        return word.to_string();
+    }
+    let mut out = String::with_capacity(word.len() + 2);
+    out.push('"');
+    let mut backslashes = 0;
+    for c in word.chars() {
+        match c {
+            '\\' => backslashes += 1,
+            '"' => {
+                out.extend(std::iter::repeat_n('\\', backslashes + 1));
+                backslashes = 0;
+            }
+            _ => backslashes = 0,
+        }
+        out.push(c);
+    }
+    out.extend(std::iter::repeat_n('\\', backslashes));
+    out.push('"');
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -667,5 +749,46 @@ mod tests {
         }
         assert_eq!(response_word("-o"), "-o");
         assert_eq!(response_word("a b"), "\"a b\"");
+    }
+
+    #[test]
+    fn windows_response_files_split_as_llvm_reads_them() {
+        let table: &[(&str, &[&str])] = &[
+            ("a b\tc\r\n", &["a", "b", "c"]),
+            ("\"a b\" c", &["a b", "c"]),
+            ("C:\\dir\\a.obj", &["C:\\dir\\a.obj"]),
+            ("a\\\\\"b c\"", &["a\\b c"]),
+            ("a\\\"b", &["a\"b"]),
+            ("\"x\"\"y\"", &["x\"y"]),
+            ("\"\"", &[""]),
+            ("'a b'", &["'a", "b'"]),
+            ("x\"y z\"w", &["xy zw"]),
+            ("\"new\nline\"", &["new\nline"]),
+        ];
+        for (text, want) in table {
+            assert_eq!(windows_split(text), *want, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn windows_response_words_read_back_unchanged() {
+        for word in [
+            "a.obj",
+            "",
+            "lib odd #1.lib",
+            "x\"y",
+            "C:\\dir\\",
+            "dir with space\\",
+            "a\\\"b",
+            "it's",
+            "tab\there",
+            "new\nline",
+            "$HOME",
+        ] {
+            let text = format!("{} {}", windows_word(word), windows_word("next"));
+            assert_eq!(windows_split(&text), [word, "next"], "{word:?}");
+        }
+        assert_eq!(windows_word("/out:a.exe"), "/out:a.exe");
+        assert_eq!(windows_word("a b\\"), "\"a b\\\\\"");
     }
 }
