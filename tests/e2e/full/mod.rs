@@ -14,3 +14,4 @@ mod record;
 mod remote;
 mod scheduler;
 mod tls;
+mod windows;
