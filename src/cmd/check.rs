@@ -2,12 +2,53 @@
 //! dtlto-bridge, failing when none did.
 //!
 //! It knows the log's lines (see `record::log_line`) and why a link may skip DTLTO silently
-//! (clang drops -fthinlto-distributor= without -flto=thin; cargo hides linker output); it does
-//! not know the build tool.
+//! (clang drops -fthinlto-distributor= without -flto=thin, and for Windows MSVC targets; cargo
+//! hides linker output) or fail (lld's MinGW driver has no --thinlto-distributor=), and reads
+//! the build's stderr, passing it through, for the latter; it does not know the build tool.
 
 use crate::cli::CheckArgs;
 use crate::report::{self, Fail};
-use std::process::Command;
+use std::io::{BufRead, Write};
+use std::process::{Command, Stdio};
+
+/// What lld's MinGW driver says of the ELF spelling of the distributor option.
+const MINGW_REFUSAL: &str = "unknown argument: --thinlto-distributor=";
+
+/// This dtlto-bridge's absolute path, for advice.
+fn bridge() -> String {
+    std::env::current_exe()
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|_| "ABS-PATH-OF-dtlto-bridge".to_string())
+}
+
+/// The distributor options that work for a Windows MSVC target, with clang's path.
+pub(crate) fn msvc_advice(clang: &str) -> String {
+    let bridge = bridge();
+    format!(
+        "for a Windows MSVC target, clang's driver does not pass -fthinlto-distributor= to \
+         lld-link (the link runs in-process, silently): give lld-link the options, \
+         -Wl,/thinlto-distributor:{bridge} -Wl,/thinlto-remote-compiler:{clang}"
+    )
+}
+
+/// The distributor options that work for a MinGW target, with clang's path.
+pub(crate) fn mingw_advice(clang: &str) -> String {
+    let bridge = bridge();
+    format!(
+        "for a MinGW target, lld's MinGW driver has no --thinlto-distributor=: give the COFF \
+         linker behind it the options, -Wl,--Xlink=/thinlto-distributor:{bridge} \
+         -Wl,--Xlink=/thinlto-remote-compiler:{clang}"
+    )
+}
+
+/// clang's absolute path, for advice: the first of clang-22 and clang on PATH.
+fn clang() -> String {
+    ["clang-22", "clang"]
+        .iter()
+        .find_map(|n| which::which(n).ok())
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|| "ABS-PATH-OF-clang".to_string())
+}
 
 /// `dtlto-bridge check -- COMMAND...`.
 pub fn check(args: &CheckArgs) -> Result<(), Fail> {
@@ -16,11 +57,28 @@ pub fn check(args: &CheckArgs) -> Result<(), Fail> {
         .suffix(".jsonl")
         .tempfile()
         .map_err(|e| Fail::environment(format!("create the link log: {e}")))?;
-    let status = Command::new(&args.command[0])
+    let mut child = Command::new(&args.command[0])
         .args(&args.command[1..])
         .env("DTLTO_BRIDGE_LOG", log.path())
-        .status()
+        .stderr(Stdio::piped())
+        .spawn()
         .map_err(|e| Fail::environment(format!("run {}: {e}", args.command[0])))?;
+    // The build's stderr, passed through line by line, watched for lld's MinGW refusal.
+    let mut mingw = false;
+    if let Some(err) = child.stderr.take() {
+        let mut reader = std::io::BufReader::new(err);
+        let mut line = Vec::new();
+        while reader.read_until(b'\n', &mut line).is_ok_and(|n| n > 0) {
+            let mut out = std::io::stderr().lock();
+            let _ = out.write_all(&line);
+            let _ = out.flush();
+            mingw |= String::from_utf8_lossy(&line).contains(MINGW_REFUSAL);
+            line.clear();
+        }
+    }
+    let status = child
+        .wait()
+        .map_err(|e| Fail::environment(format!("wait for {}: {e}", args.command[0])))?;
     let text = std::fs::read_to_string(log.path()).unwrap_or_default();
     let links: Vec<serde_json::Value> = text
         .lines()
@@ -45,8 +103,13 @@ pub fn check(args: &CheckArgs) -> Result<(), Fail> {
     }
     let command = crate::render::escape::shell_line(&args.command);
     if !status.success() {
+        let hint = if mingw {
+            format!("; lld said \"{MINGW_REFUSAL}\": {}", mingw_advice(&clang()))
+        } else {
+            String::new()
+        };
         return Err(Fail::failed(format!(
-            "check {command}: the build failed ({}); {} link(s) went through dtlto-bridge",
+            "check {command}: the build failed ({}); {} link(s) went through dtlto-bridge{hint}",
             crate::exec::process::describe(&status),
             links.len()
         )));
@@ -56,7 +119,9 @@ pub fn check(args: &CheckArgs) -> Result<(), Fail> {
             "check {command}: no link went through dtlto-bridge. If it linked nothing (an up to \
              date build), clean and check again. Otherwise the linker never ran dtlto-bridge: \
              clang drops -fthinlto-distributor= unless the link also has -flto=thin (under cargo: \
-             -C link-arg=-flto=thin), and the distributor's path must be absolute"
+             -C link-arg=-flto=thin), and the distributor's path must be absolute; {}; {}",
+            msvc_advice(&clang()),
+            mingw_advice(&clang())
         )));
     }
     report::note(&format!(

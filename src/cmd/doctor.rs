@@ -68,6 +68,41 @@ fn dtlto_tool(topic: &'static str, names: &[&str], option: &str) -> Line {
     }
 }
 
+/// lld-link, and the distributor spellings that work for Windows targets (clang's driver does
+/// not pass -fthinlto-distributor= on for them). Never a problem: ELF links need none of it.
+fn windows_line() -> Line {
+    let clang = find(&["clang-22", "clang"])
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|| "ABS-PATH-OF-clang".to_string());
+    let spellings = format!(
+        "{}; {}",
+        crate::cmd::check::msvc_advice(&clang),
+        crate::cmd::check::mingw_advice(&clang)
+    );
+    let text = match find(&["lld-link-22", "lld-link"]) {
+        None => format!("no lld-link on PATH (COFF links need it); {spellings}"),
+        Some(path) => {
+            let v = output(&path, &["--version"]).and_then(|t| version(&t));
+            let help = output(&path, &["-help"]).unwrap_or_default();
+            let dtlto = if help.contains("/thinlto-distributor:") {
+                "supports DTLTO (/thinlto-distributor:)"
+            } else {
+                "no DTLTO support (no /thinlto-distributor:); LLVM 21 or newer has it"
+            };
+            format!(
+                "{} {}: {dtlto}; {spellings}",
+                path.display(),
+                v.as_deref().unwrap_or("(version unknown)")
+            )
+        }
+    };
+    Line {
+        topic: "windows",
+        text,
+        problem: false,
+    }
+}
+
 /// make or ninja: where, which version, and how it deals with a jobserver.
 fn build_tool(format: Format, program: &str, needed: bool) -> Line {
     let topic = format.tool();
@@ -193,6 +228,7 @@ pub fn doctor(args: &DoctorArgs) -> Result<(), Fail> {
     let mut lines = vec![
         dtlto_tool("clang", &["clang-22", "clang"], "-fthinlto-distributor="),
         dtlto_tool("ld.lld", &["ld.lld-22", "ld.lld"], "--thinlto-distributor="),
+        windows_line(),
         build_tool(Format::Ninja, &args.tools.ninja, backend == Format::Ninja),
         build_tool(Format::Make, &args.tools.make, backend == Format::Make),
         jobserver_line(&from_env),

@@ -275,3 +275,63 @@ fn the_cmake_recipe_for_mingw_targets() {
     );
     assert_eq!(run.replace("\r\n", "\n"), "calc: add=5 mul=20\n");
 }
+
+/// `check` names the spelling that works: for an MSVC target, whose link silently runs
+/// in-process, and for a MinGW one, whose link lld refuses.
+#[test]
+fn check_gives_the_windows_spellings() {
+    let s = Space::new();
+    msvc_program(&s);
+    let dist = format!("-fthinlto-distributor={BRIDGE}");
+    let out = s
+        .bridge(&[
+            "check",
+            "--",
+            "clang-22",
+            "--target=x86_64-pc-windows-msvc",
+            "-fuse-ld=lld",
+            "-flto=thin",
+            "-nostdlib",
+            "-Wl,/entry:start,/subsystem:console",
+            "main.obj",
+            ARCHIVE,
+            "kernel32.lib",
+            "-o",
+            "msvc.exe",
+            &dist,
+        ])
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("no link went through dtlto-bridge")
+            && err.contains(&format!("-Wl,/thinlto-distributor:{BRIDGE}")),
+        "{err}"
+    );
+    s.compile(&examples().join("hello/add.c"), "add.o");
+    let out = s
+        .bridge(&[
+            "check",
+            "--",
+            "clang-22",
+            "--target=x86_64-w64-mingw32",
+            "-fuse-ld=lld",
+            "-flto=thin",
+            "-nostdlib",
+            "add.o",
+            "-o",
+            "m.exe",
+            &dist,
+        ])
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("lld said \"unknown argument: --thinlto-distributor=\"")
+            && err.contains(&format!("-Wl,--Xlink=/thinlto-distributor:{BRIDGE}"))
+            && !err.contains("MSVC"),
+        "{err}"
+    );
+}
