@@ -60,7 +60,9 @@ fn hanging_jobs(s: &Space) {
             serde_json::json!({"args": ["-c", hang, out], "inputs": [], "outputs": [out]})
         })
         .collect();
-    jobs.push(serde_json::json!({"args": ["-c", concat!(obj!(), " > done.o")], "inputs": [], "outputs": ["done.o"]}));
+    // Written aside and renamed, so that done.o appears whole, as the job ends.
+    let done = concat!(obj!(), " > done.part && mv done.part done.o");
+    jobs.push(serde_json::json!({"args": ["-c", done], "inputs": [], "outputs": ["done.o"]}));
     s.write(
         "hang.json",
         &serde_json::json!({"common": {"linker_output": "p", "args": ["sh"], "inputs": []}, "jobs": jobs})

@@ -538,7 +538,7 @@ fn relinks_other_checkouts_and_absolute_paths_take_every_job_from_the_action_cac
 fn a_job_keyed_by_name_with_an_absolute_path_runs_here_and_says_why() {
     let farm = Farm::start(1, &[]);
     let space = Space::new();
-    let input = space.write("in.txt", "x\n");
+    let input = space.write("in.txt", &crate::space::object());
     let input = input.display().to_string();
     space.write(
         "j.json",
