@@ -63,22 +63,31 @@ pub fn check(args: &CheckArgs) -> Result<(), Fail> {
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| Fail::environment(format!("run {}: {e}", args.command[0])))?;
-    // The build's stderr, passed through line by line, watched for lld's MinGW refusal.
-    let mut mingw = false;
+    // The build's stderr, passed through line by line, watched for lld's MinGW refusal. Read
+    // apart from the wait: a daemon the build started may hold the pipe long after it ends.
+    let (seen, saw) = std::sync::mpsc::channel();
     if let Some(err) = child.stderr.take() {
-        let mut reader = std::io::BufReader::new(err);
-        let mut line = Vec::new();
-        while reader.read_until(b'\n', &mut line).is_ok_and(|n| n > 0) {
-            let mut out = std::io::stderr().lock();
-            let _ = out.write_all(&line);
-            let _ = out.flush();
-            mingw |= String::from_utf8_lossy(&line).contains(MINGW_REFUSAL);
-            line.clear();
-        }
+        std::thread::spawn(move || {
+            let mut reader = std::io::BufReader::new(err);
+            let mut line = Vec::new();
+            let mut mingw = false;
+            while reader.read_until(b'\n', &mut line).is_ok_and(|n| n > 0) {
+                let mut out = std::io::stderr().lock();
+                let _ = out.write_all(&line);
+                let _ = out.flush();
+                mingw |= String::from_utf8_lossy(&line).contains(MINGW_REFUSAL);
+                line.clear();
+            }
+            let _ = seen.send(mingw);
+        });
     }
     let status = child
         .wait()
         .map_err(|e| Fail::environment(format!("wait for {}: {e}", args.command[0])))?;
+    // The rest of what the build wrote, unless something it left running holds the pipe.
+    let mingw = saw
+        .recv_timeout(std::time::Duration::from_millis(200))
+        .unwrap_or(false);
     let text = std::fs::read_to_string(log.path()).unwrap_or_default();
     let links: Vec<serde_json::Value> = text
         .lines()

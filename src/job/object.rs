@@ -32,21 +32,33 @@ pub fn problem(data: &[u8]) -> Option<String> {
     checked.err()
 }
 
-/// Whether `head` (a file's first 64 bytes, or all of a shorter one) starts an object a linker
-/// takes from an archive: a relocatable ELF object, a COFF object (regular or bigobj) or a COFF
-/// short import object (what import libraries hold).
-pub fn is_relocatable(head: &[u8]) -> bool {
+/// The kinds of relocatable object a linker takes from an archive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Relocatable {
+    /// A relocatable ELF object (ET_REL).
+    Elf,
+    /// A COFF object, regular or bigobj.
+    Coff,
+    /// A COFF short import object (what import libraries hold).
+    CoffImport,
+}
+
+/// What relocatable object `head` (a file's first 64 bytes, or all of a shorter one) starts, if
+/// any.
+pub fn relocatable(head: &[u8]) -> Option<Relocatable> {
     match FileKind::parse(head) {
         Ok(FileKind::Elf32 | FileKind::Elf64) => {
             // e_type, in the byte order EI_DATA names: 1 is ET_REL.
-            match (head.get(5), head.get(16..18)) {
+            let rel = match (head.get(5), head.get(16..18)) {
                 (Some(1), Some(t)) => t == [1, 0],
                 (Some(2), Some(t)) => t == [0, 1],
                 _ => false,
-            }
+            };
+            rel.then_some(Relocatable::Elf)
         }
-        Ok(FileKind::Coff | FileKind::CoffBig | FileKind::CoffImport) => true,
-        _ => false,
+        Ok(FileKind::Coff | FileKind::CoffBig) => Some(Relocatable::Coff),
+        Ok(FileKind::CoffImport) => Some(Relocatable::CoffImport),
+        _ => None,
     }
 }
 
@@ -222,11 +234,15 @@ mod tests {
         let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/objects");
         for name in ["x86_64.obj", "arm64.obj", "x86_64.o", "aarch64_be.o"] {
             let whole = std::fs::read(format!("{dir}/{name}")).unwrap();
-            assert!(is_relocatable(&whole[..64]), "{name}");
+            let want = if name.ends_with(".obj") {
+                Relocatable::Coff
+            } else {
+                Relocatable::Elf
+            };
+            assert_eq!(relocatable(&whole[..64]), Some(want), "{name}");
         }
-        assert!(is_relocatable(
-            &coff(pe::IMAGE_FILE_MACHINE_AMD64, true)[..64]
-        ));
+        let big = coff(pe::IMAGE_FILE_MACHINE_AMD64, true);
+        assert_eq!(relocatable(&big[..64]), Some(Relocatable::Coff));
         let elf = |data: u8, t: [u8; 2]| {
             let mut h = b"\x7fELF\x02".to_vec();
             h.push(data);
@@ -235,14 +251,14 @@ mod tests {
             h.extend(t);
             h
         };
-        assert!(is_relocatable(&elf(1, [1, 0])));
-        assert!(is_relocatable(&elf(2, [0, 1])));
-        assert!(!is_relocatable(&elf(1, [3, 0])), "a shared object");
-        assert!(!is_relocatable(&elf(2, [1, 0])));
-        assert!(!is_relocatable(b"\x7fELF"));
-        assert!(!is_relocatable(b"README text\n......"));
+        assert_eq!(relocatable(&elf(1, [1, 0])), Some(Relocatable::Elf));
+        assert_eq!(relocatable(&elf(2, [0, 1])), Some(Relocatable::Elf));
+        assert_eq!(relocatable(&elf(1, [3, 0])), None, "a shared object");
+        assert_eq!(relocatable(&elf(2, [1, 0])), None);
+        assert_eq!(relocatable(b"\x7fELF"), None);
+        assert_eq!(relocatable(b"README text\n......"), None);
         let import = b"\0\0\xff\xff\0\0\x64\x86\0\0\0\0\x10\0\0\0";
-        assert!(is_relocatable(import), "a short import object");
+        assert_eq!(relocatable(import), Some(Relocatable::CoffImport));
     }
 
     #[test]

@@ -4,6 +4,7 @@
 //! It knows the magic numbers and, through the `object` crate, the ar formats; it does not know
 //! the link's command line or where extracted members belong.
 
+use crate::job::object::{relocatable, Relocatable};
 use camino::{Utf8Path, Utf8PathBuf};
 use object::read::archive::ArchiveFile;
 use std::fs;
@@ -24,13 +25,6 @@ pub enum Kind {
 /// Whether `head` starts like LLVM bitcode: raw (`BC` 0xC0DE) or in the bitcode wrapper.
 pub fn is_bitcode(head: &[u8]) -> bool {
     head.starts_with(b"BC\xC0\xDE") || head.starts_with(&[0xDE, 0xC0, 0x17, 0x0B])
-}
-
-/// Whether `head` starts a member lld links: bitcode or a relocatable object (ELF, COFF, or a
-/// COFF import object). ld.lld leaves any other member out with a warning ("is neither ET_REL
-/// nor LLVM bitcode").
-pub fn is_linkable(head: &[u8]) -> bool {
-    is_bitcode(head) || crate::job::object::is_relocatable(head)
 }
 
 /// The first bytes of the file at `path` (fewer if it is shorter; none if it cannot be read).
@@ -77,8 +71,10 @@ pub struct Member {
     /// The name the archive gives it (a path, for a thin archive's member).
     pub name: String,
     pub bitcode: bool,
-    /// Whether lld links it (bitcode or a relocatable object); other members are left out.
-    pub linkable: bool,
+    /// A thin archive's member that is not there (lld's to report).
+    pub missing: bool,
+    /// The relocatable object it is, if it is one.
+    pub object: Option<Relocatable>,
     /// Where a regular archive's member lies in the archive's bytes.
     range: Option<(usize, usize)>,
     /// Where a thin archive's member is: the archive's directory joined with its name.
@@ -120,7 +116,8 @@ impl Archive {
                     name,
                     bitcode: is_bitcode(&head),
                     // A missing member is lld's to report.
-                    linkable: head.is_empty() || is_linkable(&head),
+                    missing: head.is_empty(),
+                    object: relocatable(&head),
                     range: None,
                     path: Some(at),
                 });
@@ -132,7 +129,8 @@ impl Archive {
                 members.push(Member {
                     name,
                     bitcode: is_bitcode(data),
-                    linkable: is_linkable(data),
+                    missing: false,
+                    object: relocatable(data),
                     range: Some((offset as usize, size as usize)),
                     path: None,
                 });
@@ -164,7 +162,5 @@ mod tests {
         assert!(is_bitcode(&[0xDE, 0xC0, 0x17, 0x0B, 0, 0]));
         assert!(!is_bitcode(b"\x7fELF\x02\x01"));
         assert!(!is_bitcode(b"BC"));
-        assert!(!is_linkable(b"README text\n......"));
-        assert!(is_linkable(b"BC\xC0\xDE"));
     }
 }

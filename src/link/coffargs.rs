@@ -169,15 +169,20 @@ pub fn option(word: &str) -> Option<(String, Option<&str>)> {
     Some((name, value))
 }
 
-/// The arguments lld-link reads: `LINK`'s words first and `_LINK_`'s last (as given in `env`),
-/// every `@file` replaced by its words (recursively), quoted as `--rsp-quoting=` says.
+/// The arguments lld-link reads: `_LINK_`'s words, then `LINK`'s (Windows quoting), then the
+/// command line, unless it has `/lldignoreenv`; every `@file` replaced by its words
+/// (recursively), quoted as the last `--rsp-quoting=` says.
 pub fn expand(
     args: &[String],
     cwd: &Utf8Path,
     link: Option<&str>,
-    link_after: Option<&str>,
+    link_first: Option<&str>,
 ) -> Result<Vec<String>, String> {
-    let posix = args.iter().any(|a| a == "--rsp-quoting=posix");
+    let posix = args
+        .iter()
+        .rev()
+        .find_map(|a| a.strip_prefix("--rsp-quoting="))
+        .is_some_and(|q| q == "posix");
     let split = |text: &str| {
         if posix {
             crate::render::escape::response_split(text)
@@ -185,9 +190,13 @@ pub fn expand(
             crate::render::escape::windows_split(text)
         }
     };
-    let mut all: Vec<String> = link.map(split).unwrap_or_default();
+    let mut all: Vec<String> = Vec::new();
+    if !flag(args, "lldignoreenv") {
+        for env in [link_first, link].into_iter().flatten() {
+            all.extend(crate::render::escape::windows_split(env));
+        }
+    }
     all.extend(args.iter().cloned());
-    all.extend(link_after.map(split).unwrap_or_default());
     fn expand_into(
         args: &[String],
         cwd: &Utf8Path,
@@ -201,8 +210,10 @@ pub fn expand(
                     if depth > 20 {
                         return Err(format!("expand response file {file}: nested too deeply"));
                     }
-                    let text = std::fs::read_to_string(cwd.join(file))
+                    let bytes = std::fs::read(cwd.join(file))
                         .map_err(|e| format!("read response file {file}: {e}"))?;
+                    let text =
+                        rsp_text(&bytes).map_err(|e| format!("read response file {file}: {e}"))?;
                     expand_into(&split(&text), cwd, depth + 1, split, out)?;
                 }
                 _ => out.push(arg.clone()),
@@ -213,6 +224,33 @@ pub fn expand(
     let mut out = Vec::with_capacity(all.len());
     expand_into(&all, cwd, 0, &split, &mut out)?;
     Ok(out)
+}
+
+/// A response file's text as LLVM reads it: UTF-16 (little- or big-endian) after its byte-order
+/// mark, else UTF-8 without one.
+fn rsp_text(bytes: &[u8]) -> Result<String, String> {
+    let utf16 = |be: bool| {
+        let units: Vec<u16> = bytes[2..]
+            .chunks(2)
+            .map(|c| {
+                let pair = [c[0], *c.get(1).unwrap_or(&0)];
+                if be {
+                    u16::from_be_bytes(pair)
+                } else {
+                    u16::from_le_bytes(pair)
+                }
+            })
+            .collect();
+        String::from_utf16(&units).map_err(|e| format!("not UTF-16: {e}"))
+    };
+    match bytes {
+        [0xFF, 0xFE, ..] => utf16(false),
+        [0xFE, 0xFF, ..] => utf16(true),
+        _ => {
+            let b = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+            String::from_utf8(b.to_vec()).map_err(|e| format!("not UTF-8: {e}"))
+        }
+    }
 }
 
 /// Splits lld-link's (expanded) arguments into options, libraries (`/defaultlib:`), inputs and
@@ -244,21 +282,34 @@ pub fn flag(args: &[String], name: &str) -> bool {
         .any(|a| option(a).is_some_and(|(n, v)| n == name && v.is_none()))
 }
 
-/// The link's output, as lld-link names it: the last `/out:`, else the first input's stem with
-/// `.exe` (`.dll` for `/dll`).
+/// The link's output, as lld-link names it: the last `/out:`, else the first input's file stem
+/// with `.exe` (`.dll` for `/dll`), in this directory.
 pub fn output(args: &[String]) -> String {
     if let Some(out) = values(args, "out").last() {
         return out.to_string();
     }
     let ext = if flag(args, "dll") { "dll" } else { "exe" };
     let first = classify(args).into_iter().find_map(|w| match w {
-        Word::Input(p) => Some(p),
+        Word::Input(p) | Word::WholeInput { path: p, .. } => Some(p),
         _ => None,
     });
-    match first {
-        Some(p) => Utf8Path::new(&p).with_extension(ext).to_string(),
-        None => format!("a.{ext}"),
-    }
+    let stem = first
+        .as_deref()
+        .and_then(|p| Utf8Path::new(p).file_stem().map(str::to_string));
+    format!("{}.{ext}", stem.as_deref().unwrap_or("a"))
+}
+
+/// Whether `/nodefaultlib` (every default library) or `/nodefaultlib:NAME` leaves out the
+/// default library `name` (compared as lld-link does: in any case, `.lib` optional).
+pub fn no_default(args: &[String], name: &str) -> bool {
+    let plain = |n: &str| {
+        let n = n.to_ascii_lowercase();
+        n.strip_suffix(".lib").map(str::to_string).unwrap_or(n)
+    };
+    flag(args, "nodefaultlib")
+        || values(args, "nodefaultlib")
+            .iter()
+            .any(|n| plain(n) == plain(name))
 }
 
 /// Where lld-link looks for a file named without a directory: here, each `/libpath:` in order,
@@ -274,25 +325,24 @@ pub fn search_paths(args: &[String], lib: Option<&str>) -> Vec<String> {
     out
 }
 
-/// The file lld-link opens for an input or library `name`: a name with a directory is itself;
-/// else the first directory of `search` holding it (with `.obj` added to a name without an
-/// extension, `.lib` for a library).
+/// The file lld-link opens for an input or library `name`: an absolute path is itself; else the
+/// first directory of `search` holding it (with `.obj` added to an input's name without an
+/// extension, `.lib` to a library's).
 pub fn find_file(
     name: &str,
     search: &[String],
     library: bool,
     cwd: &Utf8Path,
 ) -> Option<Utf8PathBuf> {
-    if name.contains(['/', '\\']) {
+    if Utf8Path::new(name).is_absolute() {
         return Some(Utf8PathBuf::from(name));
     }
-    let mut names = vec![name.to_string()];
-    if !name.contains('.') {
-        names.push(format!("{name}.{}", if library { "lib" } else { "obj" }));
-        if library {
-            names.remove(0);
-        }
-    }
+    let bare = Utf8Path::new(name).extension().is_none();
+    let names: Vec<String> = match (bare, library) {
+        (true, true) => vec![format!("{name}.lib")],
+        (true, false) => vec![name.to_string(), format!("{name}.obj")],
+        (false, _) => vec![name.to_string()],
+    };
     for dir in search {
         for n in &names {
             let p = Utf8Path::new(dir).join(n);
@@ -385,8 +435,9 @@ mod tests {
         assert_eq!(output(&v(&["a.obj", "/out:x.exe", "-OUT:y.exe"])), "y.exe");
         assert_eq!(
             output(&v(&["/nologo", "dir/main.obj", "b.obj"])),
-            "dir/main.exe"
+            "main.exe"
         );
+        assert_eq!(output(&v(&["/wholearchive:x/l.lib", "b.obj"])), "l.exe");
         assert_eq!(output(&v(&["/DLL", "m.obj"])), "m.dll");
     }
 
@@ -425,13 +476,26 @@ mod tests {
             )
             .unwrap(),
             [
+                "/debug",
+                "x y",
                 "/nologo",
                 "lib odd #1.lib",
                 "C:\\dir\\x.obj",
                 "/out:p q.exe",
-                "/debug",
-                "x y"
             ]
+        );
+        assert_eq!(
+            expand(&v(&["/LLDIGNOREENV"]), cwd, Some("/nologo"), Some("/debug")).unwrap(),
+            ["/LLDIGNOREENV"]
+        );
+        // Byte-order marks, as MSBuild writes response files.
+        std::fs::write(cwd.join("bom8.rsp"), b"\xEF\xBB\xBFmain.obj").unwrap();
+        let mut utf16 = vec![0xFF, 0xFE];
+        utf16.extend("a b.obj".encode_utf16().flat_map(u16::to_le_bytes));
+        std::fs::write(cwd.join("bom16.rsp"), utf16).unwrap();
+        assert_eq!(
+            expand(&v(&["@bom8.rsp", "@bom16.rsp"]), cwd, None, None).unwrap(),
+            ["main.obj", "a", "b.obj"]
         );
         std::fs::write(cwd.join("c.rsp"), "'a b' c\\ d").unwrap();
         assert_eq!(
@@ -459,8 +523,18 @@ mod tests {
         assert_eq!(find("k.lib", false).as_deref(), Some("l2/k.lib"));
         assert_eq!(find("m", false).as_deref(), Some("l1/m.obj"));
         assert_eq!(find("e", true).as_deref(), Some("env/e.lib"));
-        assert_eq!(find("sub/none.lib", true).as_deref(), Some("sub/none.lib"));
+        std::fs::create_dir(cwd.join("l2/sub")).unwrap();
+        std::fs::write(cwd.join("l2/sub/s.lib"), "").unwrap();
+        assert_eq!(find("sub/s.lib", false).as_deref(), Some("l2/sub/s.lib"));
+        assert_eq!(find("sub/s", true).as_deref(), Some("l2/sub/s.lib"));
+        assert_eq!(
+            find("/abs/none.lib", true).as_deref(),
+            Some("/abs/none.lib")
+        );
         assert_eq!(find("none", true), None);
+        assert!(no_default(&v(&["/NODEFAULTLIB:K.LIB"]), "k"));
+        assert!(no_default(&v(&["/nodefaultlib"]), "x.lib"));
+        assert!(!no_default(&v(&["/nodefaultlib:y"]), "x.lib"));
         let ignored = search_paths(&v(&["/lldignoreenv"]), Some("env"));
         assert_eq!(ignored, [""]);
     }

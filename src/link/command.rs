@@ -209,7 +209,7 @@ pub(super) fn link_command(args: &LinkArgs, cwd: &Utf8Path) -> Result<LinkComman
     let flavor = Flavor::of(&ld);
     let args_expanded = match flavor {
         Flavor::Elf => ldargs::expand_response_files(&rest, cwd),
-        // lld-link reads `LINK` and `_LINK_` too; the flow passes their words itself.
+        // lld-link reads `_LINK_` and `LINK` too; the flow passes their words itself.
         Flavor::Coff => coffargs::expand(
             &rest,
             cwd,

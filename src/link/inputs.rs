@@ -7,6 +7,7 @@
 //! It knows lld's input options (their spellings come from `ldargs` and `coffargs`) and asks
 //! `archive` what a file is; it does not run anything.
 
+use crate::job::object::Relocatable;
 use crate::link::archive::{self, Archive, Kind};
 use crate::link::coffargs;
 use crate::link::command::Flavor;
@@ -113,10 +114,14 @@ pub(super) fn read_inputs(
                 whole = true;
                 (word.clone(), coffargs::find_file(path, &search, false, cwd))
             }
-            Word::Library(name) if flavor == Flavor::Coff => (
-                format!("/defaultlib:{name}"),
-                coffargs::find_file(name, &search, true, cwd),
-            ),
+            // A default library is never whole, and `/nodefaultlib` leaves it to lld-link.
+            Word::Library(name) if flavor == Flavor::Coff => {
+                whole = false;
+                let found = (!coffargs::no_default(args, name))
+                    .then(|| coffargs::find_file(name, &search, true, cwd))
+                    .flatten();
+                (format!("/defaultlib:{name}"), found)
+            }
             Word::Library(name) => (
                 format!("-l{name}"),
                 find_library(name, &search, state.statik, cwd),
@@ -152,14 +157,32 @@ pub(super) fn read_inputs(
                 let dir = private.join("x").join(archives.to_string());
                 let mut members = Vec::new();
                 for (i, m) in read.members.iter().enumerate() {
-                    if !m.linkable && whole {
+                    // What this flavor of lld links from an archive: bitcode and its own
+                    // objects; ld.lld leaves anything else out, lld-link refuses it.
+                    let object = match (flavor, m.object) {
+                        (Flavor::Elf, Some(Relocatable::Elf)) => true,
+                        (Flavor::Coff, Some(Relocatable::Coff)) => true,
+                        (Flavor::Coff, Some(Relocatable::CoffImport)) => {
+                            return Err(Fail::bad_input(format!(
+                                "link: {named}: member {} is an import object, which lld-link \
+                                 takes only from an archive, and this archive also holds \
+                                 bitcode, whose members `link` passes as files; nothing was run \
+                                 (keep import libraries apart from bitcode, or use integrated \
+                                 DTLTO: /thinlto-distributor:)",
+                                m.name
+                            )))
+                        }
+                        _ => false,
+                    };
+                    let linkable = m.bitcode || object || m.missing;
+                    if !linkable && whole {
                         return Err(Fail::bad_input(format!(
                             "link: {named}: member {} is neither a relocatable object nor \
                              bitcode, and a whole archive links every member (lld refuses it)",
                             m.name
                         )));
                     }
-                    if !m.linkable {
+                    if !linkable {
                         crate::report::warning(&format!(
                             "{named}: member {} is neither a relocatable object nor bitcode; \
                              left out, as lld leaves it",

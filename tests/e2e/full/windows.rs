@@ -335,3 +335,40 @@ fn check_gives_the_windows_spellings() {
         "{err}"
     );
 }
+
+/// An archive mixing bitcode and import objects is refused before anything runs (lld-link
+/// takes import objects only from an archive); and ld.lld still leaves a COFF member of an ELF
+/// archive out, as it does itself.
+#[test]
+fn link_refuses_bitcode_with_import_objects_and_ld_lld_leaves_coff_members_out() {
+    let s = Space::new();
+    msvc_program(&s);
+    s.ok(&mut s.command("llvm-lib-22", &["/out:mix.lib", ARCHIVE, "kernel32.lib"]));
+    let mut cmd = s.bridge(&["link", "--compiler", "clang-22", "--", "lld-link-22"]);
+    cmd.args(&LINK[..5]).args(["mix.lib", "/out:mixed.exe"]);
+    let out = cmd.output().unwrap();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("is an import object"), "{err}");
+    assert!(!s.exists("mixed.exe") && s.leftovers().is_empty());
+
+    s.compile(&examples().join("hello/main.c"), "main.o");
+    for f in ["add", "mul", "sq", "greeting"] {
+        s.compile(&examples().join(format!("hello/{f}.c")), &format!("{f}.o"));
+    }
+    s.ok(&mut s.command(
+        "llvm-ar-22",
+        &["rc", "libelf.a", "mul.o", "sq.o", "main.obj"],
+    ));
+    let inputs = ["main.o", "add.o", "greeting.o", "libelf.a", "-o"];
+    s.ok(s
+        .command("clang-22", &["-flto=thin", "-fuse-ld=lld-22"])
+        .args(inputs)
+        .arg("inproc"));
+    // Before, the COFF member was passed to ld.lld, which failed: "unknown file type".
+    s.ok(s
+        .bridge(&["link", "--", "clang-22", "-flto=thin", "-fuse-ld=lld-22"])
+        .args(inputs)
+        .arg("viaLink"));
+    assert_eq!(s.run_program("viaLink"), crate::space::HELLO);
+}
