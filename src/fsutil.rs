@@ -1,5 +1,6 @@
 //! Fsutil: small file-system helpers every layer uses — files written whole or not at all (on
-//! `tempfile`), stable file names hashed from a key, and locks that survive a panicking holder.
+//! `tempfile`), stable file names hashed from a key, locks that survive a panicking holder, and
+//! the first of several paths that is a file.
 //!
 //! It knows files, renames, SHA-256 and mutexes; it does not know what the files hold or who
 //! reads them, and it imports nothing of the crate.
@@ -100,6 +101,18 @@ pub fn write_whole(
     std::io::Write::write_all(&mut partial.file(), bytes)?;
     before()?;
     partial.commit()
+}
+
+/// The first `dir/name` (over `dirs`, then `names`) that is a file under `base`, as
+/// `dir/name`: how linkers search their library paths.
+pub fn first_file(
+    base: &Utf8Path,
+    dirs: &[String],
+    names: &[String],
+) -> Option<camino::Utf8PathBuf> {
+    dirs.iter()
+        .flat_map(|dir| names.iter().map(move |n| Utf8Path::new(dir).join(n)))
+        .find(|p| base.join(p).is_file())
 }
 
 /// The SHA-256 of `bytes`, in lower-case hex.

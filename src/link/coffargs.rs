@@ -197,60 +197,7 @@ pub fn expand(
         }
     }
     all.extend(args.iter().cloned());
-    fn expand_into(
-        args: &[String],
-        cwd: &Utf8Path,
-        depth: usize,
-        split: &dyn Fn(&str) -> Vec<String>,
-        out: &mut Vec<String>,
-    ) -> Result<(), String> {
-        for arg in args {
-            match arg.strip_prefix('@') {
-                Some(file) if !file.is_empty() => {
-                    if depth > 20 {
-                        return Err(format!("expand response file {file}: nested too deeply"));
-                    }
-                    let bytes = std::fs::read(cwd.join(file))
-                        .map_err(|e| format!("read response file {file}: {e}"))?;
-                    let text =
-                        rsp_text(&bytes).map_err(|e| format!("read response file {file}: {e}"))?;
-                    expand_into(&split(&text), cwd, depth + 1, split, out)?;
-                }
-                _ => out.push(arg.clone()),
-            }
-        }
-        Ok(())
-    }
-    let mut out = Vec::with_capacity(all.len());
-    expand_into(&all, cwd, 0, &split, &mut out)?;
-    Ok(out)
-}
-
-/// A response file's text as LLVM reads it: UTF-16 (little- or big-endian) after its byte-order
-/// mark, else UTF-8 without one.
-fn rsp_text(bytes: &[u8]) -> Result<String, String> {
-    let utf16 = |be: bool| {
-        let units: Vec<u16> = bytes[2..]
-            .chunks(2)
-            .map(|c| {
-                let pair = [c[0], *c.get(1).unwrap_or(&0)];
-                if be {
-                    u16::from_be_bytes(pair)
-                } else {
-                    u16::from_le_bytes(pair)
-                }
-            })
-            .collect();
-        String::from_utf16(&units).map_err(|e| format!("not UTF-16: {e}"))
-    };
-    match bytes {
-        [0xFF, 0xFE, ..] => utf16(false),
-        [0xFE, 0xFF, ..] => utf16(true),
-        _ => {
-            let b = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
-            String::from_utf8(b.to_vec()).map_err(|e| format!("not UTF-8: {e}"))
-        }
-    }
+    crate::link::ldargs::expand_response_files(&all, cwd, &split)
 }
 
 /// Splits lld-link's (expanded) arguments into options, libraries (`/defaultlib:`), inputs and
@@ -343,15 +290,7 @@ pub fn find_file(
         (true, false) => vec![name.to_string(), format!("{name}.obj")],
         (false, _) => vec![name.to_string()],
     };
-    for dir in search {
-        for n in &names {
-            let p = Utf8Path::new(dir).join(n);
-            if cwd.join(&p).is_file() {
-                return Some(p);
-            }
-        }
-    }
-    None
+    crate::fsutil::first_file(cwd, search, &names)
 }
 
 /// The options of a ThinLTO backend compile that lld-link's DTLTO derives from the link: the

@@ -208,7 +208,9 @@ pub(super) fn link_command(args: &LinkArgs, cwd: &Utf8Path) -> Result<LinkComman
     };
     let flavor = Flavor::of(&ld);
     let args_expanded = match flavor {
-        Flavor::Elf => ldargs::expand_response_files(&rest, cwd),
+        Flavor::Elf => {
+            ldargs::expand_response_files(&rest, cwd, &crate::render::escape::response_split)
+        }
         // lld-link reads `_LINK_` and `LINK` too; the flow passes their words itself.
         Flavor::Coff => coffargs::expand(
             &rest,

@@ -288,15 +288,7 @@ pub(super) fn find_library(
         None if statik => vec![format!("lib{name}.a")],
         None => vec![format!("lib{name}.so"), format!("lib{name}.a")],
     };
-    for dir in search {
-        for n in &names {
-            let p = Utf8Path::new(dir).join(n);
-            if cwd.join(&p).is_file() {
-                return Some(p);
-            }
-        }
-    }
-    None
+    crate::fsutil::first_file(cwd, search, &names)
 }
 
 /// lld's arguments for the thin link (`native` None) or the final link (each linked module's

@@ -44,12 +44,18 @@ pub fn driver_commands(text: &str) -> Result<Vec<Vec<String>>, String> {
     Ok(commands)
 }
 
-/// Replaces every `@file` word by the words of that file (recursively, as lld does).
-pub fn expand_response_files(args: &[String], cwd: &Utf8Path) -> Result<Vec<String>, String> {
+/// Replaces every `@file` word by the words of that file (recursively, as lld does), each file
+/// read as LLVM reads it (`response_text`) and split by `split` (the driver's quoting rules).
+pub fn expand_response_files(
+    args: &[String],
+    cwd: &Utf8Path,
+    split: &dyn Fn(&str) -> Vec<String>,
+) -> Result<Vec<String>, String> {
     fn expand(
         args: &[String],
         cwd: &Utf8Path,
         depth: usize,
+        split: &dyn Fn(&str) -> Vec<String>,
         out: &mut Vec<String>,
     ) -> Result<(), String> {
         for arg in args {
@@ -58,10 +64,11 @@ pub fn expand_response_files(args: &[String], cwd: &Utf8Path) -> Result<Vec<Stri
                     if depth > 20 {
                         return Err(format!("expand response file {file}: nested too deeply"));
                     }
-                    let text = std::fs::read_to_string(cwd.join(file))
+                    let text = std::fs::read(cwd.join(file))
+                        .map_err(|e| e.to_string())
+                        .and_then(|bytes| response_text(&bytes))
                         .map_err(|e| format!("read response file {file}: {e}"))?;
-                    let words = crate::render::escape::response_split(&text);
-                    expand(&words, cwd, depth + 1, out)?;
+                    expand(&split(&text), cwd, depth + 1, split, out)?;
                 }
                 _ => out.push(arg.clone()),
             }
@@ -69,8 +76,35 @@ pub fn expand_response_files(args: &[String], cwd: &Utf8Path) -> Result<Vec<Stri
         Ok(())
     }
     let mut out = Vec::with_capacity(args.len());
-    expand(args, cwd, 0, &mut out)?;
+    expand(args, cwd, 0, split, &mut out)?;
     Ok(out)
+}
+
+/// A response file's text as LLVM reads it: UTF-16 (little- or big-endian) after its byte-order
+/// mark, else UTF-8 without one.
+fn response_text(bytes: &[u8]) -> Result<String, String> {
+    let utf16 = |be: bool| {
+        let units: Vec<u16> = bytes[2..]
+            .chunks(2)
+            .map(|c| {
+                let pair = [c[0], *c.get(1).unwrap_or(&0)];
+                if be {
+                    u16::from_be_bytes(pair)
+                } else {
+                    u16::from_le_bytes(pair)
+                }
+            })
+            .collect();
+        String::from_utf16(&units).map_err(|e| format!("not UTF-16: {e}"))
+    };
+    match bytes {
+        [0xFF, 0xFE, ..] => utf16(false),
+        [0xFE, 0xFF, ..] => utf16(true),
+        _ => {
+            let b = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+            String::from_utf8(b.to_vec()).map_err(|e| format!("not UTF-8: {e}"))
+        }
+    }
 }
 
 /// lld options (without their dashes) whose value may be the next word (checked against
