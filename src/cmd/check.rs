@@ -21,9 +21,15 @@ fn bridge() -> String {
         .unwrap_or_else(|_| "ABS-PATH-OF-dtlto-bridge".to_string())
 }
 
-/// The distributor options that work for a Windows MSVC target, with clang's path.
-pub(crate) fn msvc_advice(clang: &str) -> String {
-    let bridge = bridge();
+/// The distributor options that work for Windows targets, MSVC's and MinGW's.
+pub(crate) fn windows_advice() -> String {
+    format!("{}; {}", msvc_advice(), mingw_advice())
+}
+
+/// The distributor options that work for a Windows MSVC target, with this binary's and clang's
+/// paths.
+fn msvc_advice() -> String {
+    let (bridge, clang) = (bridge(), clang());
     format!(
         "for a Windows MSVC target, clang's driver does not pass -fthinlto-distributor= to \
          lld-link (the link runs in-process, silently): give lld-link the options, \
@@ -31,9 +37,9 @@ pub(crate) fn msvc_advice(clang: &str) -> String {
     )
 }
 
-/// The distributor options that work for a MinGW target, with clang's path.
-pub(crate) fn mingw_advice(clang: &str) -> String {
-    let bridge = bridge();
+/// The distributor options that work for a MinGW target, with this binary's and clang's paths.
+fn mingw_advice() -> String {
+    let (bridge, clang) = (bridge(), clang());
     format!(
         "for a MinGW target, lld's MinGW driver has no --thinlto-distributor=: give the COFF \
          linker behind it the options, -Wl,--Xlink=/thinlto-distributor:{bridge} \
@@ -113,7 +119,7 @@ pub fn check(args: &CheckArgs) -> Result<(), Fail> {
     let command = crate::render::escape::shell_line(&args.command);
     if !status.success() {
         let hint = if mingw {
-            format!("; lld said \"{MINGW_REFUSAL}\": {}", mingw_advice(&clang()))
+            format!("; lld said \"{MINGW_REFUSAL}\": {}", mingw_advice())
         } else {
             String::new()
         };
@@ -128,9 +134,8 @@ pub fn check(args: &CheckArgs) -> Result<(), Fail> {
             "check {command}: no link went through dtlto-bridge. If it linked nothing (an up to \
              date build), clean and check again. Otherwise the linker never ran dtlto-bridge: \
              clang drops -fthinlto-distributor= unless the link also has -flto=thin (under cargo: \
-             -C link-arg=-flto=thin), and the distributor's path must be absolute; {}; {}",
-            msvc_advice(&clang()),
-            mingw_advice(&clang())
+             -C link-arg=-flto=thin), and the distributor's path must be absolute; {}",
+            windows_advice()
         )));
     }
     report::note(&format!(

@@ -71,14 +71,7 @@ fn dtlto_tool(topic: &'static str, names: &[&str], option: &str) -> Line {
 /// lld-link, and the distributor spellings that work for Windows targets (clang's driver does
 /// not pass -fthinlto-distributor= on for them). Never a problem: ELF links need none of it.
 fn windows_line() -> Line {
-    let clang = find(&["clang-22", "clang"])
-        .map(|p| p.display().to_string())
-        .unwrap_or_else(|| "ABS-PATH-OF-clang".to_string());
-    let spellings = format!(
-        "{}; {}",
-        crate::cmd::check::msvc_advice(&clang),
-        crate::cmd::check::mingw_advice(&clang)
-    );
+    let spellings = crate::cmd::check::windows_advice();
     let text = match find(&["lld-link-22", "lld-link"]) {
         None => format!("no lld-link on PATH (COFF links need it); {spellings}"),
         Some(path) => {

@@ -89,9 +89,12 @@ fn coff<H: CoffHeader>(data: &[u8]) -> Result<(), String> {
     let file = CoffFile::<&[u8], H>::parse(data).map_err(|e| bad(&e))?;
     let header = file.coff_header();
     for section in file.coff_section_table().iter() {
-        section
-            .coff_relocations(data)
-            .map_err(|e| bad(&format!("{e} in {}", section_name(section))))?;
+        section.coff_relocations(data).map_err(|e| {
+            bad(&format!(
+                "{e} in {}",
+                String::from_utf8_lossy(section.raw_name())
+            ))
+        })?;
     }
     // The string table follows the symbols: its first four bytes give its size, themselves
     // included (`object` does not check that it ends inside the file).
@@ -108,11 +111,6 @@ fn coff<H: CoffHeader>(data: &[u8]) -> Result<(), String> {
         }
     }
     sections(&file).map_err(|e| bad(&e))
-}
-
-fn section_name(section: &pe::ImageSectionHeader) -> String {
-    let raw = section.raw_name();
-    String::from_utf8_lossy(raw).into_owned()
 }
 
 /// Every section's contents inside the file.
