@@ -60,8 +60,13 @@ fn hanging_jobs(s: &Space) {
             serde_json::json!({"args": ["-c", hang, out], "inputs": [], "outputs": [out]})
         })
         .collect();
-    // Written aside and renamed, so that done.o appears whole, as the job ends.
-    let done = concat!(obj!(), " > done.part && mv done.part done.o");
+    // Written aside and renamed, so that done.o appears whole. The job has ended for the run
+    // only when its launcher (the shell's parent) has exited: that pid goes to done.launcher.
+    let done = concat!(
+        "echo $PPID > done.launcher && ",
+        obj!(),
+        " > done.part && mv done.part done.o"
+    );
     jobs.push(serde_json::json!({"args": ["-c", done], "inputs": [], "outputs": ["done.o"]}));
     s.write(
         "hang.json",
@@ -87,6 +92,7 @@ fn cancel(backend: &str, sig: i32, group: bool) {
             && s.read("pids").lines().count() == 3
             && s.files_matching("0badcafe").len() == 3
             && s.exists("done.o")
+            && !alive(s.read("done.launcher").trim().parse().unwrap())
     });
     let sent = Instant::now();
     unsafe { libc::kill(if group { -pid } else { pid }, sig) };
