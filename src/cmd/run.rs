@@ -10,7 +10,7 @@
 use crate::cli::RunArgs;
 use crate::exec::dir::{self, StateDir};
 use crate::exec::process::{self, Watch};
-use crate::exec::sched::Policy;
+use crate::exec::sched::{Policy, Record};
 use crate::exec::server::{self, Server, Setup};
 use crate::exec::slots::{self, Source, Supply};
 use crate::fsutil::write_atomically;
@@ -94,14 +94,20 @@ struct Prepared<'a> {
     input_bytes: Vec<u64>,
     cost: Vec<f64>,
     history: Option<History>,
-    format: Format,
-    program: PathBuf,
-    state: StateDir,
+    /// The build tool and its file, once written (never, when no job is left to run).
+    tool: Option<Tool>,
     cwd: PathBuf,
     decision: slots::Decision,
     pool_base: Utf8PathBuf,
     parallelism: usize,
     remote: Option<crate::remote::Options>,
+}
+
+/// The build tool chosen, its program, and the private directory holding its build file.
+struct Tool {
+    format: Format,
+    program: PathBuf,
+    state: StateDir,
 }
 
 /// The default run: everything from the job file to verified outputs.
@@ -127,8 +133,11 @@ pub fn run_file(
     let Some(mut prepared) = prepare(args, cwd, file, jobserver)? else {
         return Ok(());
     };
-    let executed = execute(&mut prepared, watch)?;
-    let settled = settle(&prepared, executed, watch);
+    let start = outcome::now();
+    let remote = start_remote(&prepared);
+    let hits = look_up(&remote, watch);
+    let executed = execute(&mut prepared, remote, &hits, start, watch)?;
+    let settled = settle(&prepared, executed, hits, watch);
     conclude(prepared, settled, watch)
 }
 
@@ -145,7 +154,14 @@ fn prepare<'a>(
     check::check(&file, &cwd.to_string_lossy())
         .map_err(|e| Fail::bad_input(format!("check job file {path}: {e}")))?;
     let wrapper = wrapper(&args.wrapper)?;
-    let remote = args.remote.options().map_err(Fail::bad_input)?;
+    let remote = args
+        .remote
+        .options()
+        .map_err(Fail::bad_input)?
+        .map(|o| crate::remote::Options {
+            memo: history_dir(args).map(Utf8PathBuf::into_std_path_buf),
+            ..o
+        });
     let inputs = check::stat_inputs(&file, &cwd);
     if let Some(list) = missing_list(&file, inputs.missing.len(), &inputs.missing) {
         return Err(Fail::bad_input(format!("check inputs of {path}: {list}")));
@@ -163,7 +179,6 @@ fn prepare<'a>(
     }
     dir::remove_dead(&std::env::temp_dir());
     let (history, cost) = costs(args, &file, &cwd, &inputs.bytes);
-    let (format, program, state) = write_build_file(args, path, &file, &wrapper, &cost)?;
     let parallelism = std::thread::available_parallelism()
         .map(usize::from)
         .unwrap_or(1);
@@ -189,9 +204,7 @@ fn prepare<'a>(
         input_bytes: inputs.bytes,
         cost,
         history,
-        format,
-        program,
-        state,
+        tool: None,
         cwd,
         decision,
         pool_base,
@@ -240,6 +253,17 @@ fn log_empty(args: &RunArgs, file: &JobFile<'_>, wrapper: &[String]) {
     log(args, &empty, true);
 }
 
+/// Where links are remembered (`--history`), unless that is turned off.
+fn history_dir(args: &RunArgs) -> Option<Utf8PathBuf> {
+    (!args.no_history)
+        .then(|| {
+            args.history
+                .clone()
+                .or_else(crate::report::history::default_dir)
+        })
+        .flatten()
+}
+
 /// The remembered history (unless turned off) and each job's expected cost, by `--order`.
 fn costs(
     args: &RunArgs,
@@ -247,14 +271,7 @@ fn costs(
     cwd: &std::path::Path,
     bytes: &[u64],
 ) -> (Option<History>, Vec<f64>) {
-    let history = (!args.no_history)
-        .then(|| {
-            args.history
-                .clone()
-                .or_else(crate::report::history::default_dir)
-        })
-        .flatten()
-        .map(|dir| History::load(&dir, cwd, &file.linker_output));
+    let history = history_dir(args).map(|dir| History::load(&dir, cwd, &file.linker_output));
     let cost = match args.order {
         crate::cli::Order::Longest => match &history {
             Some(h) => h.estimate(file, bytes),
@@ -266,15 +283,18 @@ fn costs(
     (history, cost)
 }
 
-/// Picks the build tool, writes the build file into a new private directory, and finds the
-/// tool's program.
+/// Picks the build tool, writes the build file of the jobs `order` names (in that order) into
+/// a new private directory, and finds the tool's program.
 fn write_build_file(
     args: &RunArgs,
-    path: &Utf8Path,
     file: &JobFile<'_>,
     wrapper: &[String],
-    cost: &[f64],
-) -> Result<(Format, PathBuf, StateDir), Fail> {
+    order: Vec<usize>,
+) -> Result<Tool, Fail> {
+    let path = args
+        .job_file
+        .as_deref()
+        .expect("clap requires the job file");
     let ninja = which::which(&args.tools.ninja);
     let ninja_asked = args.origins.given("ninja") && args.backend != Some(Format::Make);
     if let (Err(e), true) = (&ninja, ninja_asked) {
@@ -293,7 +313,7 @@ fn write_build_file(
             state_dir: state.path().to_string(),
             launcher: vec![exe, "__job".to_string(), state.path().to_string()],
         }),
-        order: Some(check::longest_first(cost)),
+        order: Some(order),
     };
     let (format, prepared) = match render::prepare(format, file, &opts) {
         Ok(prepared) => (format, prepared),
@@ -333,14 +353,30 @@ fn write_build_file(
             Err(e) => return Err(missing(args, "make", Some(e))),
         },
     };
-    Ok((format, program, state))
+    Ok(Tool {
+        format,
+        program,
+        state,
+    })
+}
+
+/// The link's remote side: the connection, which jobs may go there, and how many at once.
+struct Remoting {
+    remote: Option<crate::remote::Remote>,
+    ok: Vec<bool>,
+    jobs: usize,
 }
 
 /// Connects to the remote server, if one is named: the connection, and which jobs may go there.
 /// A server that cannot be used is one warning, and every job runs here.
-fn start_remote(p: &Prepared<'_>) -> (Option<crate::remote::Remote>, Vec<bool>, usize) {
+fn start_remote(p: &Prepared<'_>) -> Remoting {
+    let none = || Remoting {
+        remote: None,
+        ok: Vec::new(),
+        jobs: 0,
+    };
     let Some(options) = &p.remote else {
-        return (None, Vec::new(), 0);
+        return none();
     };
     match crate::remote::Remote::start(options, &p.file, &p.cwd) {
         Ok((remote, why)) => {
@@ -356,14 +392,31 @@ fn start_remote(p: &Prepared<'_>) -> (Option<crate::remote::Remote>, Vec<bool>, 
                     p.file.jobs[*i].outputs[0]
                 ));
             }
-            let ok = why.iter().map(Option::is_none).collect();
-            (Some(remote), ok, options.jobs)
+            Remoting {
+                remote: Some(remote),
+                ok: why.iter().map(Option::is_none).collect(),
+                jobs: options.jobs,
+            }
         }
         Err(e) => {
             report::warning(&format!("remote: {e}; every job runs here"));
-            (None, Vec::new(), 0)
+            none()
         }
     }
+}
+
+/// Each job's end when the action cache had it (its outputs written and verified), looked up
+/// before anything starts; empty without a server. A signal stops the lookup.
+fn look_up(remoting: &Remoting, watch: &Watch) -> Vec<Option<crate::remote::End>> {
+    let Some(remote) = &remoting.remote else {
+        return Vec::new();
+    };
+    let stop = remote.stopper();
+    watch.on_signal(move |_| stop());
+    if watch.received().is_some() {
+        return Vec::new();
+    }
+    remote.look_up()
 }
 
 /// The chosen build tool is not there: say which, as the user named it.
@@ -379,15 +432,43 @@ fn missing(args: &RunArgs, tool: &str, e: Option<which::Error>) -> Fail {
     Fail::environment(format!("find {tool} ({program}): {why}"))
 }
 
-/// What `execute` leaves for `settle`.
+/// What `execute` leaves for `settle`: the server and the build tool's end, when jobs were left
+/// to run; else the remote side, still to finish.
 struct Executed {
-    server: Server,
-    tool: Result<ExitStatus, String>,
+    server: Option<Server>,
+    remote: Option<crate::remote::Remote>,
+    tool: Option<Result<ExitStatus, String>>,
     start: f64,
     end: f64,
 }
 
-fn execute(p: &mut Prepared<'_>, watch: &Watch) -> Result<Executed, Fail> {
+/// Runs the jobs the lookup left (`hits` are done) through the build tool, if any are left and
+/// no signal came.
+fn execute(
+    p: &mut Prepared<'_>,
+    remoting: Remoting,
+    hits: &[Option<crate::remote::End>],
+    start: f64,
+    watch: &Watch,
+) -> Result<Executed, Fail> {
+    let hit = |i: usize| hits.get(i).is_some_and(Option::is_some);
+    let order: Vec<usize> = check::longest_first(&p.cost)
+        .into_iter()
+        .filter(|&i| !hit(i))
+        .collect();
+    if order.is_empty() || watch.received().is_some() {
+        return Ok(Executed {
+            server: None,
+            remote: remoting.remote,
+            tool: None,
+            start,
+            end: outcome::now(),
+        });
+    }
+    let tool = write_build_file(p.args, &p.file, &p.wrapper, order.clone())?;
+    let (format, program) = (tool.format, tool.program.clone());
+    let (state_dir, log_path) = (tool.state.path().to_owned(), tool.state.tool_log());
+    p.tool = Some(tool);
     for w in &p.decision.warnings {
         report::warning(w);
     }
@@ -400,23 +481,27 @@ fn execute(p: &mut Prepared<'_>, watch: &Watch) -> Result<Executed, Fail> {
     if let Some(w) = crate::job::wrapper::known_local(&p.wrapper) {
         report::warning(&w);
     }
-    let n = p.file.jobs.len();
+    let n = order.len();
     let local_bound = match &p.decision.source {
         Source::Fixed(k) => *k,
         Source::Pool(pool) => pool.size(),
         Source::Jobserver(_) => WAITING,
     };
-    let (remote, remote_ok, remote_jobs) = start_remote(p);
+    let Remoting {
+        remote,
+        ok: remote_ok,
+        jobs: remote_jobs,
+    } = remoting;
     let tool_jobs = n.min(local_bound + remote_jobs + WAITING).max(1);
 
-    let mut cmd = Command::new(&p.program);
+    let mut cmd = Command::new(&program);
     cmd.args([
         "-f",
-        p.state.path().join(p.format.file_name()).as_str(),
+        state_dir.join(format.file_name()).as_str(),
         "-j",
         &tool_jobs.to_string(),
     ]);
-    if p.format == Format::Make {
+    if format == Format::Make {
         // -B: every job runs, even where an output of the same name is already there.
         cmd.args(["-B", "-r", "-R", "-s", "--no-print-directory"]);
     }
@@ -429,7 +514,6 @@ fn execute(p: &mut Prepared<'_>, watch: &Watch) -> Result<Executed, Fail> {
         // gives its job's token back itself if this process dies.
         client.configure(&mut cmd);
     }
-    let log_path = p.state.tool_log();
     let log = File::create(&log_path)
         .map_err(|e| Fail::environment(format!("create {log_path}: {e}")))?;
     let log2 = log
@@ -457,7 +541,7 @@ fn execute(p: &mut Prepared<'_>, watch: &Watch) -> Result<Executed, Fail> {
             remote_jobs,
             remote_fallback: !p.args.no_fallback,
         },
-        state_dir: p.state.path().to_owned(),
+        state_dir,
         cwd: p.cwd.clone(),
         parallelism: p.parallelism,
         remote,
@@ -479,7 +563,6 @@ fn execute(p: &mut Prepared<'_>, watch: &Watch) -> Result<Executed, Fail> {
         });
     });
 
-    let start = outcome::now();
     let progress = crate::exec::progress::Progress::start(
         n,
         !p.args.quiet && std::io::stderr().is_terminal(),
@@ -495,11 +578,12 @@ fn execute(p: &mut Prepared<'_>, watch: &Watch) -> Result<Executed, Fail> {
         },
     )
     .and_then(|child| child.wait(watch))
-    .map_err(|e| format!("run {}: {e}", p.program.display()));
+    .map_err(|e| format!("run {}: {e}", program.display()));
     progress.finish();
     Ok(Executed {
-        server,
-        tool,
+        server: Some(server),
+        remote: None,
+        tool: Some(tool),
         start,
         end: outcome::now(),
     })
@@ -510,32 +594,56 @@ struct Settled {
     outcomes: Vec<Outcome>,
     warnings: Vec<String>,
     remote: Option<crate::job::outcome::RemoteTotals>,
-    tool: Result<ExitStatus, String>,
+    /// How the build tool ended; None when none ran.
+    tool: Option<Result<ExitStatus, String>>,
     signal: Option<i32>,
     start: f64,
     end: f64,
 }
 
-fn settle(p: &Prepared<'_>, executed: Executed, watch: &Watch) -> Settled {
+fn settle(
+    p: &Prepared<'_>,
+    executed: Executed,
+    hits: Vec<Option<crate::remote::End>>,
+    watch: &Watch,
+) -> Settled {
     let Executed {
         server,
+        remote,
         tool,
         start,
         end,
     } = executed;
-    // The build tool is gone; its launchers should be too. Those that linger are stopped.
-    if !server.wait_for_launchers(LAUNCHERS_GONE) {
-        server.cancel(watch.received().unwrap_or(libc::SIGTERM));
-        server.wait_for_launchers(LAUNCHERS_GONE);
-    }
     let server::Finished {
-        records,
+        mut records,
         warnings,
         remote,
-    } = server.finish();
-    let dir = p.state.path();
+    } = match server {
+        Some(server) => {
+            // The build tool is gone; its launchers should be too. Those that linger are stopped.
+            if !server.wait_for_launchers(LAUNCHERS_GONE) {
+                server.cancel(watch.received().unwrap_or(libc::SIGTERM));
+                server.wait_for_launchers(LAUNCHERS_GONE);
+            }
+            server.finish()
+        }
+        None => {
+            let (totals, warnings) = remote.map(crate::remote::Remote::finish).unzip();
+            server::Finished {
+                records: vec![Record::default(); p.file.jobs.len()],
+                warnings: warnings.unwrap_or_default(),
+                remote: totals,
+            }
+        }
+    };
+    for (index, end) in hits.into_iter().enumerate() {
+        if let Some(end) = end {
+            records[index] = Record::from_cache(end);
+        }
+    }
+    let dir = p.tool.as_ref().map(|t| t.state.path());
     let read = |index: usize, attempt: usize| {
-        fs::read(dir::stderr_file(dir, index, attempt))
+        dir.and_then(|dir| fs::read(dir::stderr_file(dir, index, attempt)).ok())
             .map(|b| String::from_utf8_lossy(&b).into_owned())
             .unwrap_or_default()
     };
@@ -614,8 +722,7 @@ fn conclude(p: Prepared<'_>, mut s: Settled, watch: &Watch) -> Result<(), Fail> 
         wrapper,
         input_bytes,
         mut history,
-        format,
-        state,
+        tool,
         ..
     } = p;
     for w in &s.warnings {
@@ -627,7 +734,7 @@ fn conclude(p: Prepared<'_>, mut s: Settled, watch: &Watch) -> Result<(), Fail> 
         wrapper: &wrapper,
         outcomes: &s.outcomes,
         input_bytes: &input_bytes,
-        backend: format.tool(),
+        backend: tool.as_ref().map_or("none", |t| t.format.tool()),
         start: s.start,
         end: s.end,
     });
@@ -635,7 +742,11 @@ fn conclude(p: Prepared<'_>, mut s: Settled, watch: &Watch) -> Result<(), Fail> 
         remote: s.remote.clone(),
         ..record
     };
-    let tool_ok = matches!(&s.tool, Ok(status) if status.success());
+    let tool_ok = match &s.tool {
+        Some(Ok(status)) => status.success(),
+        Some(Err(_)) => false,
+        None => true,
+    };
     let all_ok = s.outcomes.iter().all(Outcome::ok);
     let signal = s.signal.or_else(|| watch.received());
     let result = if let Some(sig) = signal {
@@ -670,17 +781,20 @@ fn conclude(p: Prepared<'_>, mut s: Settled, watch: &Watch) -> Result<(), Fail> 
         }
         Ok(())
     } else {
-        let tool_log = fs::read_to_string(state.tool_log()).unwrap_or_default();
+        let tool_log = tool
+            .as_ref()
+            .and_then(|t| fs::read_to_string(t.state.tool_log()).ok())
+            .unwrap_or_default();
         let tool_status = match &s.tool {
-            Ok(status) if status.success() => None,
-            Ok(status) => Some(process::describe(status)),
-            Err(e) => Some(e.clone()),
+            Some(Ok(status)) if !status.success() => Some(process::describe(status)),
+            Some(Err(e)) => Some(e.clone()),
+            _ => None,
         };
         Err(report::failures(
             &file,
             &wrapper,
             &s.outcomes,
-            format.tool(),
+            tool.as_ref().map_or("none", |t| t.format.tool()),
             tool_status,
             &tool_log,
         ))
@@ -688,9 +802,10 @@ fn conclude(p: Prepared<'_>, mut s: Settled, watch: &Watch) -> Result<(), Fail> 
     // Records come after the failures are printed, and never fail the link.
     write_records(args, &record);
     log(args, &record, result.is_ok());
-    if args.keep {
-        let kept = state.keep();
-        report::note(&format!("kept {kept}"));
+    match tool {
+        Some(tool) if args.keep => report::note(&format!("kept {}", tool.state.keep())),
+        None if args.keep => report::note("kept nothing: no job was left for a build tool"),
+        _ => {}
     }
     result
 }

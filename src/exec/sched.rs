@@ -88,6 +88,19 @@ pub struct Record {
 }
 
 impl Record {
+    /// A job that the action cache answered before the run (`remote::Remote::look_up`).
+    pub fn from_cache(end: crate::remote::End) -> Record {
+        Record {
+            attempts: vec![Attempt {
+                wrapped: false,
+                remote: Some(end.info),
+                status: end.status,
+                problem: end.problem,
+            }],
+            finished: true,
+        }
+    }
+
     /// Where the job ran, as the report says.
     pub fn ran(&self) -> Ran {
         match self.attempts.as_slice() {

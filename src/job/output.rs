@@ -33,10 +33,15 @@ pub fn problem(path: &Path) -> Option<Problem> {
     let Ok(data) = std::fs::read(path) else {
         return Some(Problem::Missing);
     };
+    bytes_problem(&data)
+}
+
+/// Checks an output's bytes (before they are written): non-empty and a whole object.
+pub fn bytes_problem(data: &[u8]) -> Option<Problem> {
     if data.is_empty() {
         return Some(Problem::Empty);
     }
-    crate::job::object::problem(&data).map(Problem::Bad)
+    crate::job::object::problem(data).map(Problem::Bad)
 }
 
 /// The first problem among `outputs` (relative to `dir`), described, if any.

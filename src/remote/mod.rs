@@ -7,9 +7,13 @@
 //! private directory and prints nothing: warnings and stderr are handed back.
 
 pub(crate) mod action;
+mod identity;
+mod lookup;
+mod probe;
 pub(crate) mod reapi;
 mod runner;
 mod shard;
 mod tree;
 
+pub(crate) use probe::probe;
 pub(crate) use runner::*;

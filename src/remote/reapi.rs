@@ -441,6 +441,76 @@ impl Client {
         Ok(data)
     }
 
+    /// Reads blobs that each fit in a batch call, as few calls as the limit allows; each blob's
+    /// bytes or why the server could not give it. A failed call fails them all.
+    pub async fn batch_read(
+        &mut self,
+        digests: &[re::Digest],
+    ) -> Result<Vec<Result<Vec<u8>, String>>, tonic::Status> {
+        let mut out = Vec::with_capacity(digests.len());
+        let mut start = 0;
+        while start < digests.len() {
+            let mut end = start;
+            let mut size = 0;
+            while end < digests.len() {
+                let next = usize::try_from(digests[end].size_bytes).unwrap_or(usize::MAX) + 1024;
+                if end > start && size + next > self.max_batch {
+                    break;
+                }
+                size = size.saturating_add(next);
+                end += 1;
+            }
+            let r = self
+                .cas
+                .batch_read_blobs(re::BatchReadBlobsRequest {
+                    instance_name: self.instance.clone(),
+                    digests: digests[start..end].to_vec(),
+                    ..Default::default()
+                })
+                .await?
+                .into_inner();
+            let by_hash: std::collections::HashMap<String, Result<Vec<u8>, String>> = r
+                .responses
+                .into_iter()
+                .map(|resp| {
+                    let hash = resp.digest.map(|d| d.hash).unwrap_or_default();
+                    let status = resp.status.unwrap_or_default();
+                    let got = match status.code {
+                        0 => Ok(resp.data),
+                        code => Err(format!("{:?}: {}", tonic::Code::from(code), status.message)),
+                    };
+                    (hash, got)
+                })
+                .collect();
+            for d in &digests[start..end] {
+                out.push(match by_hash.get(&d.hash) {
+                    Some(got) => got.clone(),
+                    None if d.size_bytes == 0 => Ok(Vec::new()),
+                    None => Err("the server did not answer for it".into()),
+                });
+            }
+            start = end;
+        }
+        Ok(out)
+    }
+
+    /// Stores `result` in the action cache as the result of `action`.
+    pub async fn update_result(
+        &mut self,
+        action: &re::Digest,
+        result: re::ActionResult,
+    ) -> Result<(), tonic::Status> {
+        self.cache
+            .update_action_result(re::UpdateActionResultRequest {
+                instance_name: self.instance.clone(),
+                action_digest: Some(action.clone()),
+                action_result: Some(result),
+                ..Default::default()
+            })
+            .await
+            .map(|_| ())
+    }
+
     /// The action cache's result for an action; None when it has none.
     pub async fn cached(
         &mut self,

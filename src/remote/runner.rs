@@ -13,9 +13,8 @@ use crate::remote::action::{self, Common, JobAction};
 use crate::remote::reapi::{self, Client, Executed, Target};
 use bazel_remote_apis::build::bazel::remote::execution::v2 as re;
 use std::collections::{HashMap, HashSet};
-use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -32,6 +31,9 @@ pub struct Options {
     pub root_is_slash: bool,
     /// Whether jobs are keyed by content where they can be (`--remote-key`).
     pub by_content: bool,
+    /// Where what is learnt of files is remembered between links (the history's directory),
+    /// if anywhere.
+    pub memo: Option<PathBuf>,
 }
 
 /// How a remote job ended.
@@ -58,11 +60,11 @@ impl End {
 }
 
 #[derive(Default)]
-struct Counters {
+pub(super) struct Counters {
     distinct_blobs: AtomicU64,
     uploaded_bytes: AtomicU64,
     uploaded_blobs: AtomicU64,
-    downloaded_bytes: AtomicU64,
+    pub(super) downloaded_bytes: AtomicU64,
 }
 
 /// How many times a transient failure is tried again, and the first pause (then ×4).
@@ -95,86 +97,46 @@ impl Backoff {
     }
 }
 
-struct Ctx {
-    client: Client,
-    jobs: Vec<Option<JobAction>>,
+pub(super) struct Ctx {
+    pub(super) client: Client,
+    pub(super) jobs: Vec<Option<JobAction>>,
     /// Each input file's digest, and where it is.
     files: HashMap<String, (re::Digest, PathBuf)>,
+    /// Each job's input files, by digest.
+    inputs: Vec<Vec<String>>,
     uploaded: tokio::sync::OnceCell<Result<(), String>>,
-    cache: bool,
-    cwd: PathBuf,
-    outputs: Vec<Vec<String>>,
-    cancelled: tokio::sync::watch::Receiver<bool>,
+    pub(super) cache: bool,
+    /// Whether the server takes action-cache updates (for the link's entry).
+    pub(super) cache_updates: bool,
+    pub(super) cwd: PathBuf,
+    pub(super) outputs: Vec<Vec<String>>,
+    pub(super) cancelled: tokio::sync::watch::Receiver<bool>,
     operations: Mutex<HashMap<usize, String>>,
-    counters: Counters,
+    pub(super) counters: Counters,
+    /// The link's entry in the action cache (`lookup`): its key and its messages.
+    pub(super) entry: Option<super::lookup::Entry>,
+    /// Whether the link's entry answered this link.
+    pub(super) entry_found: AtomicBool,
+    /// Whether every job was looked up in the action cache before the run (`lookup`).
+    looked_up: AtomicBool,
+    /// Jobs whose cached result was no good: they execute, never from the cache.
+    pub(super) bad_results: Mutex<HashSet<usize>>,
+    /// Jobs that came from the lookup: their inputs need not be uploaded.
+    hits: Mutex<HashSet<usize>>,
+    /// Each job's outputs as the server holds them, once it has them (for the link's entry).
+    pub(super) results: Mutex<Vec<Option<Vec<re::OutputFile>>>>,
 }
 
 /// A link's connection to the server, and the jobs it can run there.
 pub struct Remote {
     rt: tokio::runtime::Runtime,
     ctx: Arc<Ctx>,
-    cancel: tokio::sync::watch::Sender<bool>,
+    cancel: Arc<tokio::sync::watch::Sender<bool>>,
     /// The CancelOperation calls under way, waited for by `finish`.
     cancelling: Mutex<Vec<tokio::task::JoinHandle<()>>>,
     server: String,
     /// What went wrong on the side (a cancel the server refused), for the caller to print.
     warnings: Arc<Mutex<Vec<String>>>,
-}
-
-/// The compiler's identity: a digest of its binary and its version text, so that a compiler
-/// replaced at the same path changes every action.
-pub fn compiler_identity(program: &str) -> Result<String, String> {
-    let path = if program.contains('/') {
-        PathBuf::from(program)
-    } else {
-        which::which(program).map_err(|e| format!("find the compiler {program}: {e}"))?
-    };
-    let real = std::fs::canonicalize(&path)
-        .map_err(|e| format!("find the compiler {}: {e}", path.display()))?;
-    let (digest, _) =
-        file_digest(&real).map_err(|e| format!("read the compiler {}: {e}", real.display()))?;
-    let version = std::process::Command::new(&path)
-        .arg("--version")
-        .stdin(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .output()
-        .map(|o| {
-            String::from_utf8_lossy(&o.stdout)
-                .lines()
-                .next()
-                .unwrap_or("")
-                .to_string()
-        })
-        .unwrap_or_default();
-    use sha2::{Digest, Sha256};
-    let mut h = Sha256::new();
-    h.update(digest.hash.as_bytes());
-    h.update(version.as_bytes());
-    Ok(format!("sha256:{}", crate::fsutil::hex(&h.finalize())))
-}
-
-/// A file's digest, read in pieces.
-fn file_digest(path: &Path) -> std::io::Result<(re::Digest, u64)> {
-    use sha2::{Digest, Sha256};
-    let mut f = std::fs::File::open(path)?;
-    let mut h = Sha256::new();
-    let mut buf = vec![0u8; 1 << 16];
-    let mut size = 0u64;
-    loop {
-        let n = f.read(&mut buf)?;
-        if n == 0 {
-            break;
-        }
-        size += n as u64;
-        h.update(&buf[..n]);
-    }
-    Ok((
-        re::Digest {
-            hash: crate::fsutil::hex(&h.finalize()),
-            size_bytes: size as i64,
-        },
-        size,
-    ))
 }
 
 impl Remote {
@@ -185,7 +147,7 @@ impl Remote {
         file: &JobFile<'_>,
         cwd: &Path,
     ) -> Result<(Remote, Vec<Option<String>>), String> {
-        let (rt, client) = connect(options)?;
+        let (rt, client, cache_updates) = connect(options)?;
         let compiler = file
             .jobs
             .first()
@@ -195,19 +157,28 @@ impl Remote {
         let common = Common {
             cwd: cwd.to_path_buf(),
             root_is_slash: options.root_is_slash,
-            identity: compiler_identity(&compiler)?,
+            identity: super::identity::compiler(&compiler, options.memo.as_deref())?,
             platform: options.platform.clone(),
             cache: options.cache,
             by_content: options.by_content,
         };
         let (actions, why) = Actions::build(&common, file, cwd);
         let (cancel, cancelled) = tokio::sync::watch::channel(false);
+        let n = actions.jobs.len();
         let ctx = Arc::new(Ctx {
             client,
+            entry: super::lookup::entry_key(&actions.jobs),
             jobs: actions.jobs,
             files: actions.files,
+            inputs: actions.inputs,
             uploaded: tokio::sync::OnceCell::new(),
             cache: options.cache,
+            cache_updates,
+            entry_found: AtomicBool::new(false),
+            looked_up: AtomicBool::new(false),
+            bad_results: Mutex::default(),
+            hits: Mutex::default(),
+            results: Mutex::new(vec![None; n]),
             cwd: cwd.to_path_buf(),
             outputs: file
                 .jobs
@@ -222,7 +193,7 @@ impl Remote {
             Remote {
                 rt,
                 ctx,
-                cancel,
+                cancel: Arc::new(cancel),
                 cancelling: Mutex::new(Vec::new()),
                 server: options.target.url.clone(),
                 warnings: Arc::default(),
@@ -230,6 +201,31 @@ impl Remote {
             why,
         ))
     }
+    /// Looks every job up in the action cache before any runs, and writes the hits' outputs:
+    /// each hit's end, None for the jobs still to run. Nothing when the cache is off.
+    pub fn look_up(&self) -> Vec<Option<End>> {
+        if !self.ctx.cache {
+            return vec![None; self.ctx.jobs.len()];
+        }
+        let ends = self.rt.block_on(super::lookup::look_up(self.ctx.clone()));
+        lock(&self.ctx.hits).extend(
+            ends.iter()
+                .enumerate()
+                .filter_map(|(i, e)| e.as_ref().map(|_| i)),
+        );
+        self.ctx.looked_up.store(true, Ordering::Relaxed);
+        ends
+    }
+
+    /// Stops the remote side from another thread (a signal's hook): as `cancel`, but only the
+    /// link's own work, no call to the server.
+    pub fn stopper(&self) -> impl Fn() + Send + 'static {
+        let cancel = self.cancel.clone();
+        move || {
+            let _ = cancel.send(true);
+        }
+    }
+
     /// Runs job `index` remotely; `reply` learns how it ended (not called once the link is
     /// cancelled).
     pub fn submit(&self, index: usize, reply: Box<dyn FnOnce(End) + Send>) {
@@ -275,6 +271,17 @@ impl Remote {
             uploaded_blobs: c.uploaded_blobs.load(Ordering::Relaxed),
             downloaded_bytes: c.downloaded_bytes.load(Ordering::Relaxed),
         };
+        if !*self.ctx.cancelled.borrow() {
+            let ctx = self.ctx.clone();
+            let remembered = self.rt.block_on(async move {
+                tokio::time::timeout(Duration::from_secs(10), super::lookup::remember(&ctx))
+                    .await
+                    .unwrap_or_else(|_| Err("write the link's cache entry: timed out".into()))
+            });
+            if let Err(e) = remembered {
+                lock(&self.warnings).push(format!("remote: {e}"));
+            }
+        }
         let _ = self.cancel.send(true);
         let cancelling = std::mem::take(&mut *lock(&self.cancelling));
         self.rt.block_on(async {
@@ -290,7 +297,7 @@ impl Remote {
 
 /// Starts the client's runtime and connects to the server, which must take SHA-256 digests and
 /// execute actions.
-fn connect(options: &Options) -> Result<(tokio::runtime::Runtime, Client), String> {
+fn connect(options: &Options) -> Result<(tokio::runtime::Runtime, Client, bool), String> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name("remote")
@@ -315,7 +322,7 @@ fn connect(options: &Options) -> Result<(tokio::runtime::Runtime, Client), Strin
             options.target.url, options.target.instance
         ));
     }
-    Ok((rt, client))
+    Ok((rt, client, caps.cache_updates))
 }
 
 /// Each job as an action (None for a job that runs here), and every input file's digest.
@@ -323,6 +330,8 @@ struct Actions {
     jobs: Vec<Option<JobAction>>,
     /// Each input file's digest, and where it is.
     files: HashMap<String, (re::Digest, PathBuf)>,
+    /// Each job's input files, by digest.
+    inputs: Vec<Vec<String>>,
 }
 
 impl Actions {
@@ -335,6 +344,7 @@ impl Actions {
         let mut read: HashMap<PathBuf, (re::Digest, PathBuf)> = HashMap::new();
         let mut why = Vec::with_capacity(file.jobs.len());
         let mut jobs = Vec::with_capacity(file.jobs.len());
+        let mut hashes = Vec::with_capacity(file.jobs.len());
         for job in &file.jobs {
             let inputs: Vec<&str> = job.inputs.iter().map(|s| s.as_ref()).collect();
             let outputs: Vec<&str> = job.outputs.iter().map(|s| s.as_ref()).collect();
@@ -362,7 +372,7 @@ impl Actions {
                     continue;
                 }
                 let there = cwd.join(input);
-                match file_digest(&there) {
+                match super::identity::file_digest(&there) {
                     Ok((d, _)) => {
                         read.insert(path, (d, there));
                     }
@@ -375,6 +385,7 @@ impl Actions {
             if let Some(reason) = unreadable {
                 why.push(Some(reason));
                 jobs.push(None);
+                hashes.push(Vec::new());
                 continue;
             }
             let argv: Vec<&str> = job.command.words().map(|w| w.as_ref()).collect();
@@ -391,105 +402,29 @@ impl Actions {
                 Err(reason) => {
                     why.push(Some(reason));
                     jobs.push(None);
+                    hashes.push(Vec::new());
                     continue;
                 }
             };
+            let mut used = Vec::with_capacity(built.uses.len());
             for path in &built.uses {
                 let (d, there) = &read[path];
                 files.insert(d.hash.clone(), (d.clone(), there.clone()));
+                used.push(d.hash.clone());
             }
+            hashes.push(used);
             why.push(None);
             jobs.push(Some(built));
         }
-        (Actions { jobs, files }, why)
+        (
+            Actions {
+                jobs,
+                files,
+                inputs: hashes,
+            },
+            why,
+        )
     }
-}
-
-/// For `doctor --remote`: the server's capabilities, and one tiny action executed (never from
-/// the cache) with its latency; or what is wrong.
-pub fn probe(options: &Options) -> Result<String, String> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| format!("start the remote client: {e}"))?;
-    let target = options.target.clone();
-    let platform = options.platform.clone();
-    rt.block_on(async move {
-        let start = std::time::Instant::now();
-        let (mut client, caps) =
-            tokio::time::timeout(Duration::from_secs(15), Client::connect(&target))
-                .await
-                .unwrap_or_else(|_| Err(format!("connect to {}: timed out", target.url)))?;
-        let connected = start.elapsed().as_secs_f64();
-        let mut text =
-            format!(
-            "{} (instance {:?}): REAPI {}, SHA-256 {}, execution {}, cache updates {}, max batch \
-             {:.1} MB, connected in {:.3}s",
-            target.url,
-            target.instance,
-            caps.api,
-            if caps.sha256 { "yes" } else { "NO" },
-            if caps.exec_enabled { "enabled" } else { "DISABLED" },
-            if caps.cache_updates { "yes" } else { "no" },
-            caps.max_batch as f64 / 1e6,
-            connected
-        );
-        if !caps.sha256 || !caps.exec_enabled {
-            return Err(text);
-        }
-        let common = Common {
-            cwd: PathBuf::from("/"),
-            root_is_slash: false,
-            identity: "doctor".into(),
-            platform,
-            cache: false,
-            by_content: false,
-        };
-        let argv = ["/bin/sh", "-c", "echo dtlto-bridge > doctor.txt"];
-        let job = action::build(
-            &common,
-            &argv,
-            &[],
-            &["doctor.txt"],
-            &|_| action::digest_of(b""),
-            None,
-        )?;
-        client
-            .batch_upload(job.blobs.clone())
-            .await
-            .map_err(|s| format!("{text}; upload a test action: {}", reapi::describe(&s)))?;
-        let t = std::time::Instant::now();
-        match client.execute(&job.action_digest, true, None, |_| {}).await {
-            Executed::Done(r) => {
-                let worker = r
-                    .result
-                    .as_ref()
-                    .map(worker_name)
-                    .unwrap_or_else(|| "the worker".into());
-                match (&r.status, &r.result) {
-                    (Some(s), _) if s.code != 0 => Err(format!(
-                        "{text}; a test action (/bin/sh -c 'echo ... > doctor.txt') failed: {}",
-                        s.message
-                    )),
-                    (_, Some(result)) if result.exit_code == 0 => {
-                        text.push_str(&format!(
-                            "; a test action's round trip took {:.2}s on {worker}",
-                            t.elapsed().as_secs_f64()
-                        ));
-                        Ok(text)
-                    }
-                    _ => Err(format!(
-                        "{text}; a test action (/bin/sh -c 'echo ... > doctor.txt') did not \
-                         succeed on {worker}"
-                    )),
-                }
-            }
-            Executed::Broken { status, .. } => Err(format!(
-                "{text}; a test action failed: {}",
-                reapi::describe(&status)
-            )),
-        }
-    })
 }
 
 /// Runs `f` again after transient failures, with backoff.
@@ -516,14 +451,28 @@ async fn upload_all(ctx: &Ctx) -> Result<(), String> {
     let mut blobs: HashMap<String, &[u8]> = HashMap::new();
     let mut all: Vec<re::Digest> = Vec::new();
     let mut seen = HashSet::new();
-    for (digest, bytes) in ctx.jobs.iter().flatten().flat_map(|j| j.blobs.iter()) {
+    let hits = lock(&ctx.hits).clone();
+    let to_run = ctx
+        .jobs
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !hits.contains(i))
+        .filter_map(|(_, j)| j.as_ref());
+    let used: HashSet<&String> = ctx
+        .inputs
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !hits.contains(i))
+        .flat_map(|(_, hashes)| hashes)
+        .collect();
+    for (digest, bytes) in to_run.flat_map(|j| j.blobs.iter()) {
         if seen.insert(digest.hash.clone()) {
             blobs.insert(digest.hash.clone(), bytes);
             all.push(digest.clone());
         }
     }
     for (digest, _) in ctx.files.values() {
-        if seen.insert(digest.hash.clone()) {
+        if used.contains(&digest.hash) && seen.insert(digest.hash.clone()) {
             all.push(digest.clone());
         }
     }
@@ -629,18 +578,14 @@ fn timestamp(t: &Option<bazel_remote_apis::google::protobuf::Timestamp>) -> Opti
 /// One job, from upload to verified outputs.
 async fn run_job(ctx: &Ctx, index: usize) -> End {
     let start = outcome::now();
-    let mut info = Info::default();
     let Some(job) = ctx.jobs.get(index).and_then(Option::as_ref) else {
-        return failed(start, info, "remote: this job has no action".into());
+        return failed(
+            start,
+            Info::default(),
+            "remote: this job has no action".into(),
+        );
     };
-    info.key = match (&job.by_name, &job.summaries_kept) {
-        (None, None) => "content".into(),
-        (None, Some(why)) => {
-            format!("content, the index shard's summaries as lld wrote them: {why}")
-        }
-        (Some(why), _) => format!("names: {why}"),
-    };
-    info.ingredients = job.ingredients.clone();
+    let mut info = info_of(job);
     let t = std::time::Instant::now();
     let uploaded = ctx.uploaded.get_or_init(|| upload_all(ctx)).await;
     info.upload_seconds = seconds(t);
@@ -649,7 +594,8 @@ async fn run_job(ctx: &Ctx, index: usize) -> End {
     }
     let mut client = ctx.client.clone();
 
-    if ctx.cache {
+    // Looked up before the run already, in which case this job missed.
+    if ctx.cache && !ctx.looked_up.load(Ordering::Relaxed) {
         if let Ok(Some(result)) = client.cached(&job.action_digest).await {
             if result.exit_code == 0 {
                 let t = std::time::Instant::now();
@@ -659,20 +605,22 @@ async fn run_job(ctx: &Ctx, index: usize) -> End {
                     info.cached = true;
                     info.worker = result
                         .execution_metadata
-                        .map(|m| m.worker)
+                        .as_ref()
+                        .map(|m| m.worker.clone())
                         .unwrap_or_default();
-                    return verified(ctx, index, start, info, 0);
+                    return held(ctx, index, verified(ctx, index, start, info, 0), &result);
                 }
             }
         }
     }
+    let skip_cache = !ctx.cache || lock(&ctx.bad_results).contains(&index);
 
     let t = std::time::Instant::now();
     let mut resume: Option<String> = None;
     let mut backoff = Backoff::new();
     let response = loop {
         let ended = client
-            .execute(&job.action_digest, !ctx.cache, resume.clone(), |name| {
+            .execute(&job.action_digest, skip_cache, resume.clone(), |name| {
                 lock(&ctx.operations).insert(index, name.to_string());
             })
             .await;
@@ -746,14 +694,47 @@ async fn run_job(ctx: &Ctx, index: usize) -> End {
     let fetched = fetch_outputs(ctx, &mut client, job, &result).await;
     info.download_seconds = seconds(t);
     let mut end = match fetched {
-        Ok(()) => verified(ctx, index, start, info, 0),
+        Ok(()) => held(ctx, index, verified(ctx, index, start, info, 0), &result),
         Err(e) => failed(start, info, format!("remote: {e}")),
     };
     end.stderr = stderr;
     end
 }
 
-fn worker_name(result: &re::ActionResult) -> String {
+/// What a job's report says of its action, before it runs.
+pub(super) fn info_of(job: &JobAction) -> Info {
+    Info {
+        key: match (&job.by_name, &job.summaries_kept) {
+            (None, None) => "content".into(),
+            (None, Some(why)) => {
+                format!("content, the index shard's summaries as lld wrote them: {why}")
+            }
+            (Some(why), _) => format!("names: {why}"),
+        },
+        ingredients: job.ingredients.clone(),
+        ..Info::default()
+    }
+}
+
+/// `end`, after noting that the server holds job `index`'s outputs (as `result` names them)
+/// when they were good.
+fn held(ctx: &Ctx, index: usize, end: End, result: &re::ActionResult) -> End {
+    if end.problem.is_none() {
+        lock(&ctx.results)[index] = Some(
+            result
+                .output_files
+                .iter()
+                .map(|f| re::OutputFile {
+                    contents: Vec::new(),
+                    ..f.clone()
+                })
+                .collect(),
+        );
+    }
+    end
+}
+
+pub(super) fn worker_name(result: &re::ActionResult) -> String {
     match result
         .execution_metadata
         .as_ref()
@@ -765,7 +746,7 @@ fn worker_name(result: &re::ActionResult) -> String {
 }
 
 /// The job's outputs checked here like those of a local run.
-fn verified(ctx: &Ctx, index: usize, start: f64, info: Info, code: i32) -> End {
+pub(super) fn verified(ctx: &Ctx, index: usize, start: f64, info: Info, code: i32) -> End {
     let problem = crate::job::output::first_problem(&ctx.cwd, &ctx.outputs[index]);
     if problem.is_some() {
         crate::job::output::remove(&ctx.cwd, &ctx.outputs[index]);

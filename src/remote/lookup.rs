@@ -1,0 +1,356 @@
+//! Lookup: decides a link's cache hits before any job starts. The link's own entry comes first:
+//! one action-cache entry, keyed by every job's action, that names every job's outputs. Then the
+//! action of each job still unknown, many calls in flight. The hits' outputs are fetched in
+//! batches and written atomically, and verified like local ones. It also writes the link's entry
+//! once every job of a link has a result the server holds.
+//!
+//! It knows the action cache and the entry's layout (`INDEX/PATH` for each output); it does not
+//! run jobs (the runner does the misses) or decide what a miss does.
+
+use crate::fsutil::{lock, write_whole};
+use crate::job::outcome;
+use crate::job::output;
+use crate::remote::action::{self, JobAction};
+use crate::remote::reapi;
+use crate::remote::runner::{info_of, Ctx, End};
+use bazel_remote_apis::build::bazel::remote::execution::v2 as re;
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+/// The link entry's command; a new layout takes a new number.
+const ENTRY: [&str; 3] = ["dtlto-bridge", "link-entry", "1"];
+/// GetActionResult calls in flight at once.
+const IN_FLIGHT: usize = 64;
+/// The largest link entry written: servers take gRPC messages of 4 MiB by default.
+const MAX_ENTRY: usize = 3 << 20;
+
+/// The link entry's action digest, and its messages: an Action whose input root holds every
+/// job's Action, by its index in the job file (servers read the Action of an action-cache
+/// key). None when some job has no action.
+pub(super) fn entry_key(jobs: &[Option<JobAction>]) -> Option<Entry> {
+    use prost::Message;
+    let width = jobs.len().to_string().len();
+    let files = jobs
+        .iter()
+        .enumerate()
+        .map(|(i, job)| {
+            Some(re::FileNode {
+                // Zero-padded, so the names are sorted as the protocol wants.
+                name: format!("{i:0width$}"),
+                digest: Some(job.as_ref()?.action_digest.clone()),
+                ..Default::default()
+            })
+        })
+        .collect::<Option<Vec<_>>>()?;
+    let root = re::Directory {
+        files,
+        ..Default::default()
+    }
+    .encode_to_vec();
+    let command = re::Command {
+        arguments: ENTRY.iter().map(|w| w.to_string()).collect(),
+        ..Default::default()
+    }
+    .encode_to_vec();
+    let action = re::Action {
+        command_digest: Some(action::digest_of(&command)),
+        input_root_digest: Some(action::digest_of(&root)),
+        ..Default::default()
+    }
+    .encode_to_vec();
+    let key = action::digest_of(&action);
+    let blobs = [command, root, action]
+        .into_iter()
+        .map(|b| (action::digest_of(&b), b))
+        .collect();
+    Some(Entry { key, blobs })
+}
+
+/// The link's entry in the action cache: its key, and the messages the key is the digest of.
+pub(super) struct Entry {
+    key: re::Digest,
+    blobs: Vec<(re::Digest, Vec<u8>)>,
+}
+
+/// A job the action cache answered, with its outputs' bytes (in the order of its outputs).
+struct Hit<'a> {
+    index: usize,
+    job: &'a JobAction,
+    files: Files,
+    worker: String,
+    data: Vec<&'a [u8]>,
+}
+
+/// Each job's outputs in a cached result (path inside the action, digest, inline bytes).
+type Files = Vec<re::OutputFile>;
+
+/// Looks every job up, fetches the hits' outputs and writes them; each hit's end (None for a
+/// miss). Nothing is written once the link is cancelled.
+pub(super) async fn look_up(ctx: Arc<Ctx>) -> Vec<Option<End>> {
+    let n = ctx.jobs.len();
+    let start = outcome::now();
+    let t = std::time::Instant::now();
+    let mut found: Vec<Option<(Files, String)>> = vec![None; n];
+    let mut client = ctx.client.clone();
+    if let Some(entry) = &ctx.entry {
+        if let Ok(Some(result)) = client.cached(&entry.key).await {
+            if result.exit_code == 0 {
+                for file in result.output_files {
+                    let Some((i, path)) = file.path.split_once('/') else {
+                        continue;
+                    };
+                    let Some(slot) = i.parse::<usize>().ok().and_then(|i| found.get_mut(i)) else {
+                        continue;
+                    };
+                    let (files, _) = slot.get_or_insert_with(|| (Vec::new(), String::new()));
+                    files.push(re::OutputFile {
+                        path: path.to_string(),
+                        ..file
+                    });
+                }
+                ctx.entry_found.store(true, Ordering::Relaxed);
+            }
+        }
+    }
+    let todo: Vec<usize> = (0..n)
+        .filter(|&i| found[i].is_none() && ctx.jobs[i].is_some())
+        .collect();
+    let mut calls = tokio::task::JoinSet::new();
+    let mut next = todo.into_iter();
+    loop {
+        while calls.len() < IN_FLIGHT {
+            let Some(i) = next.next() else { break };
+            let mut client = ctx.client.clone();
+            let digest = ctx.jobs[i].as_ref().map(|j| j.action_digest.clone());
+            calls.spawn(async move {
+                let got = match digest {
+                    Some(d) => client.cached(&d).await.ok().flatten(),
+                    None => None,
+                };
+                (i, got.filter(|r| r.exit_code == 0))
+            });
+        }
+        let Some(done) = calls.join_next().await else {
+            break;
+        };
+        if let Ok((i, Some(result))) = done {
+            let worker = result
+                .execution_metadata
+                .map(|m| m.worker)
+                .unwrap_or_default();
+            found[i] = Some((result.output_files, worker));
+        }
+    }
+    let lookup_seconds = t.elapsed().as_secs_f64();
+    let t = std::time::Instant::now();
+    let fetched = fetch(&ctx, &found).await;
+    // Each hit whose outputs all came back as whole objects, with their bytes.
+    let mut hits = Vec::new();
+    for (i, hit) in found.into_iter().enumerate() {
+        let (Some((files, worker)), Some(job)) = (hit, ctx.jobs[i].as_ref()) else {
+            continue;
+        };
+        let Some(data) = job
+            .outputs
+            .iter()
+            .map(|(inside, _)| {
+                let file = files.iter().find(|f| &f.path == inside)?;
+                fetched.get(&file.digest.as_ref()?.hash).map(Vec::as_slice)
+            })
+            .collect::<Option<Vec<&[u8]>>>()
+        else {
+            continue;
+        };
+        if data.iter().any(|d| output::bytes_problem(d).is_some()) {
+            // A cached result that is no object: the job executes, never from the cache.
+            lock(&ctx.bad_results).insert(i);
+            continue;
+        }
+        hits.push(Hit {
+            index: i,
+            job,
+            files,
+            worker,
+            data,
+        });
+    }
+    let written = write_all(&ctx, &hits);
+    let mut ends = vec![None; n];
+    for (hit, ok) in hits.into_iter().zip(written) {
+        let Hit {
+            index: i,
+            job,
+            files,
+            worker,
+            ..
+        } = hit;
+        if !ok {
+            output::remove(&ctx.cwd, &ctx.outputs[i]);
+            continue;
+        }
+        let mut info = info_of(job);
+        info.cached = true;
+        info.worker = worker;
+        info.execute_seconds = lookup_seconds;
+        info.download_seconds = t.elapsed().as_secs_f64();
+        lock(&ctx.results)[i] = Some(files.into_iter().map(without_contents).collect());
+        ends[i] = Some(End {
+            status: outcome::Status {
+                code: Some(0),
+                start,
+                end: outcome::now(),
+                ..Default::default()
+            },
+            problem: None,
+            info,
+            stderr: Vec::new(),
+        });
+    }
+    ends
+}
+
+/// Writes each hit's outputs, whole or not at all; whether each hit's were all written. None
+/// is once the link is cancelled.
+fn write_all(ctx: &Ctx, hits: &[Hit<'_>]) -> Vec<bool> {
+    let not_cancelled = || match *ctx.cancelled.borrow() {
+        true => Err(std::io::Error::other("cancelled")),
+        false => Ok(()),
+    };
+    hits.iter()
+        .map(|hit| {
+            hit.job
+                .outputs
+                .iter()
+                .zip(&hit.data)
+                .all(|((_, here), bytes)| write_whole(here, bytes, 0o666, not_cancelled).is_ok())
+        })
+        .collect()
+}
+
+/// Every output the hits need, by digest: inline ones as given, the rest read in batches (and
+/// one by one beyond the batch limit), several calls in flight. A blob that cannot be read is
+/// left out: its job is then a miss.
+async fn fetch(ctx: &Ctx, found: &[Option<(Files, String)>]) -> HashMap<String, Vec<u8>> {
+    let mut have: HashMap<String, Vec<u8>> = HashMap::new();
+    let mut asked = std::collections::HashSet::new();
+    let mut small: Vec<re::Digest> = Vec::new();
+    let mut large: Vec<re::Digest> = Vec::new();
+    for file in found.iter().flatten().flat_map(|(files, _)| files) {
+        let Some(d) = &file.digest else { continue };
+        if !asked.insert(d.hash.clone()) {
+            continue;
+        }
+        if !file.contents.is_empty() || d.size_bytes == 0 {
+            if file.contents.len() as i64 == d.size_bytes {
+                have.insert(d.hash.clone(), file.contents.clone());
+            }
+            continue;
+        }
+        match usize::try_from(d.size_bytes) {
+            Ok(size) if ctx.client.batchable(size) => small.push(d.clone()),
+            _ => large.push(d.clone()),
+        }
+    }
+    // A few batches of about a quarter of the limit each, in flight together.
+    let quarter = (ctx.client.max_batch / 4).max(1);
+    let mut groups: Vec<Vec<re::Digest>> = Vec::new();
+    let mut size = usize::MAX;
+    for d in small {
+        let s = usize::try_from(d.size_bytes).unwrap_or(0) + 1024;
+        if size.saturating_add(s) > quarter {
+            groups.push(Vec::new());
+            size = 0;
+        }
+        size += s;
+        groups.last_mut().expect("a group").push(d);
+    }
+    let mut calls = tokio::task::JoinSet::new();
+    for group in groups {
+        let mut client = ctx.client.clone();
+        calls.spawn(async move {
+            let got = client.batch_read(&group).await.unwrap_or_default();
+            group
+                .into_iter()
+                .zip(got)
+                .filter_map(|(d, got)| Some((d, got.ok()?)))
+                .collect::<Vec<_>>()
+        });
+    }
+    for d in large {
+        let mut client = ctx.client.clone();
+        calls.spawn(async move {
+            match client.read(&d).await {
+                Ok(data) => vec![(d, data)],
+                Err(_) => Vec::new(),
+            }
+        });
+    }
+    while let Some(done) = calls.join_next().await {
+        for (d, data) in done.unwrap_or_default() {
+            if data.len() as i64 == d.size_bytes {
+                have.insert(d.hash, data);
+            }
+        }
+    }
+    ctx.counters.downloaded_bytes.fetch_add(
+        have.values().map(|d| d.len() as u64).sum(),
+        Ordering::Relaxed,
+    );
+    have
+}
+
+fn without_contents(file: re::OutputFile) -> re::OutputFile {
+    re::OutputFile {
+        contents: Vec::new(),
+        ..file
+    }
+}
+
+/// Writes the link's entry when every job's outputs are held by the server (from its cache or
+/// executed there), the server takes updates, and the entry did not answer this link already.
+pub(super) async fn remember(ctx: &Ctx) -> Result<(), String> {
+    let Some(Entry { key, blobs }) = &ctx.entry else {
+        return Ok(());
+    };
+    if !ctx.cache || !ctx.cache_updates || ctx.entry_found.load(Ordering::Relaxed) {
+        return Ok(());
+    }
+    let output_files: Option<Vec<re::OutputFile>> = lock(&ctx.results)
+        .iter()
+        .enumerate()
+        .map(|(i, files)| {
+            Some(files.as_ref()?.iter().map(move |f| re::OutputFile {
+                path: format!("{i}/{}", f.path),
+                ..f.clone()
+            }))
+        })
+        .collect::<Option<Vec<_>>>()
+        .map(|jobs| jobs.into_iter().flatten().collect());
+    let Some(output_files) = output_files else {
+        return Ok(());
+    };
+    let result = re::ActionResult {
+        output_files,
+        exit_code: 0,
+        ..Default::default()
+    };
+    if prost::Message::encoded_len(&result) > MAX_ENTRY {
+        return Ok(());
+    }
+    let mut client = ctx.client.clone();
+    for (digest, bytes) in blobs {
+        let uploaded = if client.batchable(bytes.len()) {
+            client
+                .batch_upload(vec![(digest.clone(), bytes.clone())])
+                .await
+        } else {
+            client.stream_upload(digest, bytes.clone()).await
+        };
+        uploaded.map_err(|s| format!("upload the link's action: {}", reapi::describe(&s)))?;
+    }
+    client
+        .update_result(key, result)
+        .await
+        .map_err(|s| format!("write the link's cache entry: {}", reapi::describe(&s)))
+}
