@@ -320,6 +320,8 @@ fn a_relink_misses_the_action_cache_only_where_an_import_an_option_or_the_compil
     let add = space.write("add2.c", "int add(int a, int b) { return b + a; }\n");
     space.compile_with("clang-22", &add, "add.o");
     let (err, fourth) = relink(&[], &with_option);
+    // The misses alone went to the build tool.
+    assert_eq!(fourth["backend"], "ninja", "{err}");
     let jobs: Vec<(String, String, String)> = fourth["jobs"]
         .as_array()
         .unwrap()
@@ -499,10 +501,20 @@ fn relinks_other_checkouts_and_absolute_paths_take_every_job_from_the_action_cac
         "the programs differ"
     );
 
-    // A relink (another lld, so other member names in every shard).
-    let (out, report) = link(&first, &farm.args(), &[], &inputs);
+    // A relink (another lld, so other member names in every shard). Every job is answered
+    // before anything starts: no build tool runs (this ninja would say so), so no launcher.
+    let said = first.tmp.with_file_name("ninja-ran");
+    let ninja = first.script(
+        "recording-ninja",
+        &format!("echo \"$@\" >> '{}'\nexec ninja \"$@\"\n", said.display()),
+    );
+    let ninja = format!("--ninja={}", ninja.display());
+    let (out, report) = link(&first, &farm.args(), &[&ninja], &inputs);
     assert_linked(&out);
     assert_eq!(ran(&report), ["remote cache"; 5], "{}", stderr(&out));
+    assert_eq!(report["backend"], "none", "{}", stderr(&out));
+    assert!(!said.exists(), "ninja ran: {:?}", fs::read_to_string(&said));
+    assert!(first.leftovers().is_empty(), "{:?}", first.leftovers());
     // A link in `space` that gives the program and takes every job from the cache.
     let from_the_cache = |space: &Space, inputs: &[String]| {
         let (out, report) = link(space, &farm.args(), &[], inputs);
