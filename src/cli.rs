@@ -604,7 +604,6 @@ impl RemoteArgs {
             platform: self.remote_platform.clone(),
             root_is_slash: self.remote_absolute_paths,
             by_content: self.remote_key == RemoteKey::Content,
-            memo: None,
         }))
     }
 }

@@ -1,11 +1,13 @@
-//! Run: carries out one link's jobs in four steps: prepare (load and check the job file, write
-//! the build file into a private directory, decide where slots come from), execute (the
-//! scheduler serves the launchers that the build tool starts), settle (every launcher gone,
-//! outputs checked, the traces of unfinished jobs removed), conclude (failures first, then the
-//! records, the history and the summary).
+//! Run: carries out one link's jobs in five steps: prepare (load and check the job file, decide
+//! where slots come from), look up (with `--remote`, the action cache answers what it can before
+//! anything starts, and the hits' outputs are written), execute (the build file of the jobs left
+//! is written into a private directory, and the scheduler serves the launchers the build tool
+//! starts; nothing starts when no job is left), settle (every launcher gone, outputs checked, the
+//! traces of unfinished jobs removed), conclude (failures first, then the records, the history
+//! and the summary).
 //!
 //! It knows the order of those steps and how ninja and make are invoked; the details of each
-//! step live in `job`, `render`, `exec` (the scheduler and its server) and `report`.
+//! step live in `job`, `render`, `remote`, `exec` (the scheduler and its server) and `report`.
 
 use crate::cli::RunArgs;
 use crate::exec::dir::{self, StateDir};
@@ -136,7 +138,16 @@ pub fn run_file(
     let start = outcome::now();
     let remote = start_remote(&prepared);
     let hits = look_up(&remote, watch);
-    let executed = execute(&mut prepared, remote, &hits, start, watch)?;
+    let executed = match execute(&mut prepared, remote, &hits, start, watch) {
+        Ok(executed) => executed,
+        Err(fail) => {
+            // No build tool for the misses: the hits' outputs go too, as a failed link's.
+            for (index, _) in hits.iter().enumerate().filter(|(_, h)| h.is_some()) {
+                output::remove(&prepared.cwd, &prepared.file.jobs[index].outputs);
+            }
+            return Err(fail);
+        }
+    };
     let settled = settle(&prepared, executed, hits, watch);
     conclude(prepared, settled, watch)
 }
@@ -154,14 +165,7 @@ fn prepare<'a>(
     check::check(&file, &cwd.to_string_lossy())
         .map_err(|e| Fail::bad_input(format!("check job file {path}: {e}")))?;
     let wrapper = wrapper(&args.wrapper)?;
-    let remote = args
-        .remote
-        .options()
-        .map_err(Fail::bad_input)?
-        .map(|o| crate::remote::Options {
-            memo: history_dir(args).map(Utf8PathBuf::into_std_path_buf),
-            ..o
-        });
+    let remote = args.remote.options().map_err(Fail::bad_input)?;
     let inputs = check::stat_inputs(&file, &cwd);
     if let Some(list) = missing_list(&file, inputs.missing.len(), &inputs.missing) {
         return Err(Fail::bad_input(format!("check inputs of {path}: {list}")));
@@ -758,7 +762,10 @@ fn conclude(p: Prepared<'_>, mut s: Settled, watch: &Watch) -> Result<(), Fail> 
         report::job_warnings(&file, &s.outcomes);
         report::fallbacks(&file, &s.outcomes);
         if let Some(h) = &mut history {
-            let seconds: Vec<Option<f64>> = record.jobs.iter().map(|j| j.seconds).collect();
+            // A job from the action cache took no time of its own to remember.
+            let seconds: Vec<Option<f64>> = (record.jobs.iter().zip(&s.outcomes))
+                .map(|(j, o)| j.seconds.filter(|_| o.ran != Ran::RemoteCache))
+                .collect();
             // What went into each action the server now holds (ran there with the cache on,
             // or came from it).
             let cached = !args.remote.remote_no_cache;
@@ -804,7 +811,9 @@ fn conclude(p: Prepared<'_>, mut s: Settled, watch: &Watch) -> Result<(), Fail> 
     log(args, &record, result.is_ok());
     match tool {
         Some(tool) if args.keep => report::note(&format!("kept {}", tool.state.keep())),
-        None if args.keep => report::note("kept nothing: no job was left for a build tool"),
+        None if args.keep && signal.is_none() => {
+            report::note("kept nothing: every job came from the action cache, no build file")
+        }
         _ => {}
     }
     result

@@ -24,6 +24,10 @@ const ENTRY: [&str; 3] = ["dtlto-bridge", "link-entry", "1"];
 const IN_FLIGHT: usize = 64;
 /// The largest link entry written: servers take gRPC messages of 4 MiB by default.
 const MAX_ENTRY: usize = 3 << 20;
+/// The most bytes of outputs held in memory at once, fetched and not yet written.
+const HELD: i64 = 256 << 20;
+/// Batch reads (or streamed reads of large blobs) in flight at once.
+const READS: usize = 8;
 
 /// The link entry's action digest, and its messages: an Action whose input root holds every
 /// job's Action, by its index in the job file (servers read the Action of an action-cache
@@ -89,9 +93,9 @@ type Files = Vec<re::OutputFile>;
 /// miss). Nothing is written once the link is cancelled.
 pub(super) async fn look_up(ctx: Arc<Ctx>) -> Vec<Option<End>> {
     let n = ctx.jobs.len();
-    let start = outcome::now();
     let t = std::time::Instant::now();
     let mut found: Vec<Option<(Files, String)>> = vec![None; n];
+    let mut answered = false;
     let mut client = ctx.client.clone();
     if let Some(entry) = &ctx.entry {
         if let Ok(Some(result)) = client.cached(&entry.key).await {
@@ -109,7 +113,7 @@ pub(super) async fn look_up(ctx: Arc<Ctx>) -> Vec<Option<End>> {
                         ..file
                     });
                 }
-                ctx.entry_found.store(true, Ordering::Relaxed);
+                answered = true;
             }
         }
     }
@@ -143,12 +147,47 @@ pub(super) async fn look_up(ctx: Arc<Ctx>) -> Vec<Option<End>> {
         }
     }
     let lookup_seconds = t.elapsed().as_secs_f64();
+    // Fetched and written a part at a time, so that the link holds at most HELD bytes.
+    let mut ends = vec![None; n];
+    let mut part: Vec<(usize, Files, String)> = Vec::new();
+    let mut bytes = 0;
+    for (i, hit) in found.into_iter().enumerate() {
+        let Some((files, worker)) = hit else { continue };
+        let size: i64 = files
+            .iter()
+            .flat_map(|f| &f.digest)
+            .map(|d| d.size_bytes)
+            .sum();
+        if !part.is_empty() && bytes + size > HELD {
+            write_part(&ctx, std::mem::take(&mut part), &mut ends, lookup_seconds).await;
+            bytes = 0;
+        }
+        bytes += size;
+        part.push((i, files, worker));
+    }
+    write_part(&ctx, part, &mut ends, lookup_seconds).await;
+    // An entry that answered for every job stands; one that did not is written again.
+    let whole = answered && ends.iter().all(Option::is_some);
+    ctx.entry_found.store(whole, Ordering::Relaxed);
+    ends
+}
+
+/// Fetches the outputs of `part`'s hits, checks them and writes them, setting their `ends`.
+async fn write_part(
+    ctx: &Ctx,
+    part: Vec<(usize, Files, String)>,
+    ends: &mut [Option<End>],
+    lookup_seconds: f64,
+) {
+    if part.is_empty() || *ctx.cancelled.borrow() {
+        return;
+    }
     let t = std::time::Instant::now();
-    let fetched = fetch(&ctx, &found).await;
+    let fetched = fetch(ctx, &part).await;
     // Each hit whose outputs all came back as whole objects, with their bytes.
     let mut hits = Vec::new();
-    for (i, hit) in found.into_iter().enumerate() {
-        let (Some((files, worker)), Some(job)) = (hit, ctx.jobs[i].as_ref()) else {
+    for (i, files, worker) in part {
+        let Some(job) = ctx.jobs[i].as_ref() else {
             continue;
         };
         let Some(data) = job
@@ -175,8 +214,7 @@ pub(super) async fn look_up(ctx: Arc<Ctx>) -> Vec<Option<End>> {
             data,
         });
     }
-    let written = write_all(&ctx, &hits);
-    let mut ends = vec![None; n];
+    let written = write_all(ctx, &hits);
     for (hit, ok) in hits.into_iter().zip(written) {
         let Hit {
             index: i,
@@ -195,11 +233,13 @@ pub(super) async fn look_up(ctx: Arc<Ctx>) -> Vec<Option<End>> {
         info.execute_seconds = lookup_seconds;
         info.download_seconds = t.elapsed().as_secs_f64();
         lock(&ctx.results)[i] = Some(files.into_iter().map(without_contents).collect());
+        // No time of its own: the lookup answered every job at once.
+        let now = outcome::now();
         ends[i] = Some(End {
             status: outcome::Status {
                 code: Some(0),
-                start,
-                end: outcome::now(),
+                start: now,
+                end: now,
                 ..Default::default()
             },
             problem: None,
@@ -207,7 +247,6 @@ pub(super) async fn look_up(ctx: Arc<Ctx>) -> Vec<Option<End>> {
             stderr: Vec::new(),
         });
     }
-    ends
 }
 
 /// Writes each hit's outputs, whole or not at all; whether each hit's were all written. None
@@ -231,12 +270,12 @@ fn write_all(ctx: &Ctx, hits: &[Hit<'_>]) -> Vec<bool> {
 /// Every output the hits need, by digest: inline ones as given, the rest read in batches (and
 /// one by one beyond the batch limit), several calls in flight. A blob that cannot be read is
 /// left out: its job is then a miss.
-async fn fetch(ctx: &Ctx, found: &[Option<(Files, String)>]) -> HashMap<String, Vec<u8>> {
+async fn fetch(ctx: &Ctx, part: &[(usize, Files, String)]) -> HashMap<String, Vec<u8>> {
     let mut have: HashMap<String, Vec<u8>> = HashMap::new();
     let mut asked = std::collections::HashSet::new();
     let mut small: Vec<re::Digest> = Vec::new();
     let mut large: Vec<re::Digest> = Vec::new();
-    for file in found.iter().flatten().flat_map(|(files, _)| files) {
+    for file in part.iter().flat_map(|(_, files, _)| files) {
         let Some(d) = &file.digest else { continue };
         if !asked.insert(d.hash.clone()) {
             continue;
@@ -252,41 +291,44 @@ async fn fetch(ctx: &Ctx, found: &[Option<(Files, String)>]) -> HashMap<String, 
             _ => large.push(d.clone()),
         }
     }
-    // A few batches of about a quarter of the limit each, in flight together.
+    // Batches of about a quarter of the limit each, and the large blobs one by one: READS
+    // calls in flight.
     let quarter = (ctx.client.max_batch / 4).max(1);
-    let mut groups: Vec<Vec<re::Digest>> = Vec::new();
+    let mut reads: Vec<Vec<re::Digest>> = Vec::new();
     let mut size = usize::MAX;
     for d in small {
         let s = usize::try_from(d.size_bytes).unwrap_or(0) + 1024;
         if size.saturating_add(s) > quarter {
-            groups.push(Vec::new());
+            reads.push(Vec::new());
             size = 0;
         }
         size += s;
-        groups.last_mut().expect("a group").push(d);
+        reads.last_mut().expect("a group").push(d);
     }
+    reads.extend(large.into_iter().map(|d| vec![d]));
+    let mut reads = reads.into_iter();
     let mut calls = tokio::task::JoinSet::new();
-    for group in groups {
-        let mut client = ctx.client.clone();
-        calls.spawn(async move {
-            let got = client.batch_read(&group).await.unwrap_or_default();
-            group
-                .into_iter()
-                .zip(got)
-                .filter_map(|(d, got)| Some((d, got.ok()?)))
-                .collect::<Vec<_>>()
-        });
-    }
-    for d in large {
-        let mut client = ctx.client.clone();
-        calls.spawn(async move {
-            match client.read(&d).await {
-                Ok(data) => vec![(d, data)],
-                Err(_) => Vec::new(),
-            }
-        });
-    }
-    while let Some(done) = calls.join_next().await {
+    loop {
+        while calls.len() < READS {
+            let Some(group) = reads.next() else { break };
+            let mut client = ctx.client.clone();
+            calls.spawn(async move {
+                let got: Vec<Result<Vec<u8>, String>> = match group.as_slice() {
+                    [one] if !client.batchable(usize::try_from(one.size_bytes).unwrap_or(0)) => {
+                        vec![client.read(one).await.map_err(|s| s.to_string())]
+                    }
+                    _ => client.batch_read(&group).await.unwrap_or_default(),
+                };
+                group
+                    .into_iter()
+                    .zip(got)
+                    .filter_map(|(d, got)| Some((d, got.ok()?)))
+                    .collect::<Vec<_>>()
+            });
+        }
+        let Some(done) = calls.join_next().await else {
+            break;
+        };
         for (d, data) in done.unwrap_or_default() {
             if data.len() as i64 == d.size_bytes {
                 have.insert(d.hash, data);

@@ -31,9 +31,6 @@ pub struct Options {
     pub root_is_slash: bool,
     /// Whether jobs are keyed by content where they can be (`--remote-key`).
     pub by_content: bool,
-    /// Where what is learnt of files is remembered between links (the history's directory),
-    /// if anywhere.
-    pub memo: Option<PathBuf>,
 }
 
 /// How a remote job ended.
@@ -157,7 +154,7 @@ impl Remote {
         let common = Common {
             cwd: cwd.to_path_buf(),
             root_is_slash: options.root_is_slash,
-            identity: super::identity::compiler(&compiler, options.memo.as_deref())?,
+            identity: super::identity::compiler(&compiler)?,
             platform: options.platform.clone(),
             cache: options.cache,
             by_content: options.by_content,
@@ -207,7 +204,17 @@ impl Remote {
         if !self.ctx.cache {
             return vec![None; self.ctx.jobs.len()];
         }
-        let ends = self.rt.block_on(super::lookup::look_up(self.ctx.clone()));
+        let ctx = self.ctx.clone();
+        let mut cancelled = self.ctx.cancelled.clone();
+        let n = self.ctx.jobs.len();
+        // A cancel stops the lookup where it is: the hits written so far count for nothing (the
+        // run removes the outputs of jobs that did not end well).
+        let ends = self.rt.block_on(async move {
+            tokio::select! {
+                ends = super::lookup::look_up(ctx) => ends,
+                _ = cancelled.wait_for(|c| *c) => vec![None; n],
+            }
+        });
         lock(&self.ctx.hits).extend(
             ends.iter()
                 .enumerate()
@@ -274,7 +281,7 @@ impl Remote {
         if !*self.ctx.cancelled.borrow() {
             let ctx = self.ctx.clone();
             let remembered = self.rt.block_on(async move {
-                tokio::time::timeout(Duration::from_secs(10), super::lookup::remember(&ctx))
+                tokio::time::timeout(Duration::from_secs(3), super::lookup::remember(&ctx))
                     .await
                     .unwrap_or_else(|_| Err("write the link's cache entry: timed out".into()))
             });
