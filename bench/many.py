@@ -1,0 +1,184 @@
+#!/usr/bin/env python3
+"""Many-module benchmark (run through bench/many.sh): a generated program of N small C modules
+(each imports three functions from others), linked with clang-22/lld-22 ThinLTO. Measures, runs
+interleaved:
+
+- cached relinks: lld's own --thinlto-cache-dir (in-process) against dtlto-bridge --remote with
+  every job from the action cache of a BuildGrid server on this machine;
+- the first remote link (empty server: every input uploaded, every job executed by 2 workers);
+- local execution: dtlto-bridge (ninja, -j2) against the minimal executor (bench/ideal.rs: one
+  process per job on 2 threads, nothing else).
+
+Every linked program must print the checksum the generator computed. Writes
+bench/results/<date>-many.md; bench/README.md explains the numbers.
+"""
+
+import argparse
+import datetime
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench  # noqa: E402
+from remote import Farm  # noqa: E402
+
+MASK = 0xFFFFFFFF
+
+
+def leaf(j, x):
+    """What module j's leaf function returns, as C's unsigned arithmetic computes it."""
+    return (x * (2 * j + 1) + j) & MASK
+
+
+def imports(i, n):
+    """The three modules module i calls into (never itself)."""
+    return [(i * 7 + k * 13 + 1) % n for k in range(3)]
+
+
+def generate(out, n):
+    """Writes n modules (m0.c is main) and returns the checksum the program must print."""
+    os.makedirs(out, exist_ok=True)
+    total = 0
+    for i in range(1, n):
+        a, b, c = [j if j != 0 else 1 for j in imports(i, n)]
+        src = (
+            f"unsigned leaf{i}(unsigned x) {{ return x * {2 * i + 1}u + {i}u; }}\n"
+            f"unsigned leaf{a}(unsigned); unsigned leaf{b}(unsigned); unsigned leaf{c}(unsigned);\n"
+            f"unsigned f{i}(unsigned x) {{ return leaf{a}(x) ^ leaf{b}(x + 1u) ^ leaf{c}(x + 2u); }}\n"
+        )
+        total = (total + (leaf(a, i) ^ leaf(b, i + 1) ^ leaf(c, i + 2))) & MASK
+        write_if_changed(os.path.join(out, f"m{i}.c"), src)
+    decls = "".join(f"unsigned f{i}(unsigned);\n" for i in range(1, n))
+    calls = "".join(f"  s += f{i}({i}u);\n" for i in range(1, n))
+    main = (f"#include <stdio.h>\n{decls}int main(void) {{\n  unsigned s = 0;\n{calls}"
+            '  printf("%u\\n", s);\n  return 0;\n}\n')
+    write_if_changed(os.path.join(out, "m0.c"), main)
+    return total
+
+
+def write_if_changed(path, text):
+    if os.path.exists(path):
+        with open(path) as f:
+            if f.read() == text:
+                return
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def compile_all(out, n, jobs):
+    """Compiles each module to ThinLTO bitcode (make -j, only what changed); the objects."""
+    objects = [f"m{i}.o" for i in range(n)]
+    rules = "".join(f"m{i}.o: m{i}.c\n\tclang-22 -O2 -flto=thin -c m{i}.c -o m{i}.o\n"
+                    for i in range(n))
+    with open(os.path.join(out, "Makefile"), "w") as f:
+        f.write("all: " + " ".join(objects) + "\n" + rules)
+    bench.run(["make", "-s", f"-j{jobs}", "-C", out], stdout=subprocess.DEVNULL)
+    return objects
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--modules", type=int, default=1501)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--no-local", action="store_true",
+                    help="skip the local-execution comparison (the longest part)")
+    args = ap.parse_args()
+    n = args.modules
+    jobs = os.cpu_count()
+    cwd = os.path.join(bench.WORK, f"many-{n}")
+    expected = generate(cwd, n)
+    objects = compile_all(cwd, n, jobs)
+    env = bench.clean_env(jobs)
+    rsp = os.path.join(cwd, "objects.rsp")
+    with open(rsp, "w") as f:
+        f.write("\n".join(objects) + "\n")
+    base = ["clang-22", "-O2", "-flto=thin", "-fuse-ld=lld-22", "@objects.rsp", "-o", "prog"]
+
+    def link(extra):
+        prog = os.path.join(cwd, "prog")
+        if os.path.exists(prog):
+            os.remove(prog)
+        seconds = bench.timed(base + extra, env=env, cwd=cwd)
+        got = subprocess.run([prog], capture_output=True, text=True).stdout.strip()
+        if got != str(expected):
+            sys.exit(f"the linked program printed {got!r}, not {expected}")
+        return seconds
+
+    def floor():
+        """lld's own part of a DTLTO link: the distributor is /bin/true, so the link fails once
+        it finds no object, after writing every index shard; timed all the same."""
+        start = time.perf_counter()
+        subprocess.run(base + ["-fthinlto-distributor=/bin/true"], env=env, cwd=cwd,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        return time.perf_counter() - start
+
+    lld_cache = os.path.join(cwd, "lld-cache")
+    shutil.rmtree(lld_cache, ignore_errors=True)
+    own_cache = [f"-Wl,--thinlto-cache-dir={lld_cache}"]
+    bridge = [f"-fthinlto-distributor={bench.BRIDGE}"]
+    farm = Farm(workers=2)
+    try:
+        remote = bridge + [f"-Xthinlto-distributor=--remote={farm.url}",
+                           "-Xthinlto-distributor=--remote-instance=main"]
+        first_s = link(remote)
+        link(own_cache)
+        before = farm.executed()
+        lld_t, cached_t, floor_t = [], [], []
+        for _ in range(args.runs):
+            lld_t.append(link(own_cache))
+            cached_t.append(link(remote))
+            floor_t.append(floor())
+        assert farm.executed() == before, "a cached relink executed something"
+    finally:
+        farm.stop()
+    local_t, ideal_t = [], []
+    if not args.no_local:
+        ideal = [f"-fthinlto-distributor={bench.IDEAL}", "-Xthinlto-distributor=-j2"]
+        for _ in range(args.runs):
+            local_t.append(link(bridge + ["-Xthinlto-distributor=--jobs=2"]))
+            ideal_t.append(link(ideal))
+
+    med = statistics.median
+    today = datetime.date.today().isoformat()
+    lines = [
+        f"# dtlto-bridge many-module benchmark, {today}",
+        "",
+        f"Machine: {jobs} cores; BuildGrid 0.2.53 on a Unix socket of the same machine, 2 test "
+        "workers (tests/remote/worker.py).",
+        f"Tools: {bench.version(['clang-22', '--version'])}.",
+        f"Program: {n} generated modules (bench/many.py), each calling three small functions of "
+        "others, so every backend job imports; every linked program prints the expected checksum.",
+        f"Command: `bench/many.sh --modules {n} --runs {args.runs}"
+        f"{' --no-local' if args.no_local else ''}` (medians of {args.runs} "
+        "runs, interleaved where compared; each time is the whole clang link).",
+    ]
+    rows = [["lld's own cache (--thinlto-cache-dir, in-process), everything cached",
+             f"{med(lld_t):.3f}", "1.00x"],
+            ["dtlto-bridge --remote, every job from the action cache", f"{med(cached_t):.3f}",
+             f"{med(cached_t) / med(lld_t):.2f}x"],
+            ["lld's DTLTO alone (distributor /bin/true: shards written, no object)",
+             f"{med(floor_t):.3f}", f"{med(floor_t) / med(lld_t):.2f}x"],
+            ["dtlto-bridge --remote, first link on an empty server", f"{first_s:.3f}", ""]]
+    lines += bench.table(f"Cached relinks: {n} backend jobs", ["link", "s", "vs lld's cache"],
+                         rows)
+    if local_t:
+        lines += bench.table(
+            f"Local execution: {n} backend jobs on 2 cores",
+            ["distributor", "s", "vs minimal"],
+            [["minimal executor (bench/ideal.rs, 2 threads)", f"{med(ideal_t):.3f}", "1.00x"],
+             ["dtlto-bridge (ninja, --jobs=2)", f"{med(local_t):.3f}",
+              f"{med(local_t) / med(ideal_t):.3f}x"]])
+    text = "\n".join(lines) + "\n"
+    path = os.path.join(bench.ROOT, "bench/results", f"{today}-many.md")
+    with open(path, "w") as f:
+        f.write(text)
+    print(text)
+    print(f"written to {os.path.relpath(path, bench.ROOT)}")
+
+
+if __name__ == "__main__":
+    main()
