@@ -192,6 +192,17 @@ def main():
     write_results(args, jobs, real, fixed, startup, scale, order, len(report["jobs"]))
 
 
+def publish(lines, name):
+    """Writes a results file, bench/results/NAME.md, of `lines`, and prints it."""
+    text = "\n".join(lines) + "\n"
+    os.makedirs(os.path.join(ROOT, "bench/results"), exist_ok=True)
+    path = os.path.join(ROOT, "bench/results", f"{name}.md")
+    with open(path, "w") as f:
+        f.write(text)
+    print(text)
+    print(f"written to {os.path.relpath(path, ROOT)}")
+
+
 def table(title, header, rows):
     """A markdown section: a heading and a table whose first column is text, the rest numbers."""
     align = ["---"] + ["---:"] * (len(header) - 1)
@@ -236,13 +247,7 @@ def write_results(args, jobs, real, fixed, startup, scale, order, njobs):
          "longest job s"],
         [[what] + [f"{x:.3f}" for x in rest] for what, *rest in order],
     )
-    text = "\n".join(lines) + "\n"
-    os.makedirs(os.path.join(ROOT, "bench/results"), exist_ok=True)
-    path = os.path.join(ROOT, "bench/results", f"{today}.md")
-    with open(path, "w") as f:
-        f.write(text)
-    print(text)
-    print(f"written to {os.path.relpath(path, ROOT)}")
+    publish(lines, today)
 
 
 if __name__ == "__main__":

@@ -172,12 +172,7 @@ def main():
             [["minimal executor (bench/ideal.rs, 2 threads)", f"{med(ideal_t):.3f}", "1.00x"],
              ["dtlto-bridge (ninja, --jobs=2)", f"{med(local_t):.3f}",
               f"{med(local_t) / med(ideal_t):.3f}x"]])
-    text = "\n".join(lines) + "\n"
-    path = os.path.join(bench.ROOT, "bench/results", f"{today}-many.md")
-    with open(path, "w") as f:
-        f.write(text)
-    print(text)
-    print(f"written to {os.path.relpath(path, bench.ROOT)}")
+    bench.publish(lines, f"{today}-many")
 
 
 if __name__ == "__main__":

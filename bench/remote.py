@@ -196,12 +196,7 @@ def main():
         ["link", "ms"],
         [["here", f"{one_local * 1000:.1f}"], ["remote, cache off", f"{one_remote * 1000:.1f}"]],
     )
-    text = "\n".join(lines) + "\n"
-    path = os.path.join(ROOT, "bench/results", f"{today}-remote.md")
-    with open(path, "w") as f:
-        f.write(text)
-    print(text)
-    print(f"written to {os.path.relpath(path, ROOT)}")
+    bench.publish(lines, f"{today}-remote")
 
 
 if __name__ == "__main__":

@@ -254,12 +254,7 @@ def main():
             "by kind)",
             ["link", "jobs executed, by reason"],
             [[c[0], reasons(c) or "-"] for c in by["content"]])
-    text = "\n".join(lines) + "\n"
-    path = os.path.join(bench.ROOT, "bench/results", f"{today}-sharing.md")
-    with open(path, "w") as f:
-        f.write(text)
-    print(text)
-    print(f"written to {os.path.relpath(path, bench.ROOT)}")
+    bench.publish(lines, f"{today}-sharing")
 
 
 if __name__ == "__main__":
