@@ -283,51 +283,37 @@ fn check_gives_the_windows_spellings() {
     let s = Space::new();
     msvc_program(&s);
     let dist = format!("-fthinlto-distributor={BRIDGE}");
-    let out = s
-        .bridge(&[
-            "check",
-            "--",
-            "clang-22",
-            "--target=x86_64-pc-windows-msvc",
-            "-fuse-ld=lld",
-            "-flto=thin",
-            "-nostdlib",
-            "-Wl,/entry:start,/subsystem:console",
-            "main.obj",
-            ARCHIVE,
-            "kernel32.lib",
-            "-o",
-            "msvc.exe",
-            &dist,
-        ])
-        .output()
-        .unwrap();
-    let err = stderr(&out);
-    assert_eq!(out.status.code(), Some(1), "{err}");
+    // `check` over a clang link: it must fail (no link went through); its stderr.
+    let check = |args: &[&str]| {
+        let mut cmd = s.bridge(&["check", "--", "clang-22", "-fuse-ld=lld", "-flto=thin"]);
+        let out = cmd.args(args).arg(&dist).output().unwrap();
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        err
+    };
+    let err = check(&[
+        "--target=x86_64-pc-windows-msvc",
+        "-nostdlib",
+        "-Wl,/entry:start,/subsystem:console",
+        "main.obj",
+        ARCHIVE,
+        "kernel32.lib",
+        "-o",
+        "msvc.exe",
+    ]);
     assert!(
         err.contains("no link went through dtlto-bridge")
             && err.contains(&format!("-Wl,/thinlto-distributor:{BRIDGE}")),
         "{err}"
     );
     s.compile(&examples().join("hello/add.c"), "add.o");
-    let out = s
-        .bridge(&[
-            "check",
-            "--",
-            "clang-22",
-            "--target=x86_64-w64-mingw32",
-            "-fuse-ld=lld",
-            "-flto=thin",
-            "-nostdlib",
-            "add.o",
-            "-o",
-            "m.exe",
-            &dist,
-        ])
-        .output()
-        .unwrap();
-    let err = stderr(&out);
-    assert_eq!(out.status.code(), Some(1), "{err}");
+    let err = check(&[
+        "--target=x86_64-w64-mingw32",
+        "-nostdlib",
+        "add.o",
+        "-o",
+        "m.exe",
+    ]);
     assert!(
         err.contains("lld said \"unknown argument: --thinlto-distributor=\"")
             && err.contains(&format!("-Wl,--Xlink=/thinlto-distributor:{BRIDGE}"))
