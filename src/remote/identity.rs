@@ -19,14 +19,9 @@ pub fn compiler(program: &str) -> Result<String, String> {
     };
     let real = std::fs::canonicalize(&path)
         .map_err(|e| format!("find the compiler {}: {e}", path.display()))?;
-    compute(&path, &real)
-}
-
-/// The identity, from the binary's bytes and `--version`'s first line.
-fn compute(path: &Path, real: &Path) -> Result<String, String> {
     let (digest, _) =
-        file_digest(real).map_err(|e| format!("read the compiler {}: {e}", real.display()))?;
-    let version = std::process::Command::new(path)
+        file_digest(&real).map_err(|e| format!("read the compiler {}: {e}", real.display()))?;
+    let version = std::process::Command::new(&path)
         .arg("--version")
         .stdin(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())

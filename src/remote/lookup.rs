@@ -313,10 +313,8 @@ async fn fetch(ctx: &Ctx, part: &[(usize, Files, String)]) -> HashMap<String, Ve
             let Some(group) = reads.next() else { break };
             let mut client = ctx.client.clone();
             calls.spawn(async move {
-                let got: Vec<Result<Vec<u8>, String>> = match group.as_slice() {
-                    [one] if !client.batchable(usize::try_from(one.size_bytes).unwrap_or(0)) => {
-                        vec![client.read(one).await.map_err(|s| s.to_string())]
-                    }
+                let got = match group.as_slice() {
+                    [one] => vec![client.read(one).await],
                     _ => client.batch_read(&group).await.unwrap_or_default(),
                 };
                 group

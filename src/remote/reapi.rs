@@ -401,24 +401,8 @@ impl Client {
         }
         let size = usize::try_from(digest.size_bytes).unwrap_or(usize::MAX);
         if self.batchable(size) {
-            let r = self
-                .cas
-                .batch_read_blobs(re::BatchReadBlobsRequest {
-                    instance_name: self.instance.clone(),
-                    digests: vec![digest.clone()],
-                    ..Default::default()
-                })
-                .await?
-                .into_inner();
-            let resp = r.responses.into_iter().next().unwrap_or_default();
-            let status = resp.status.unwrap_or_default();
-            if status.code != 0 {
-                return Err(tonic::Status::new(
-                    tonic::Code::from(status.code),
-                    format!("read blob {}: {}", digest.hash, status.message),
-                ));
-            }
-            return Ok(resp.data);
+            let got = self.batch_read(std::slice::from_ref(digest)).await?;
+            return got.into_iter().next().unwrap_or_else(|| Ok(Vec::new()));
         }
         let resource = format!(
             "{}blobs/{}/{}",
@@ -446,7 +430,7 @@ impl Client {
     pub async fn batch_read(
         &mut self,
         digests: &[re::Digest],
-    ) -> Result<Vec<Result<Vec<u8>, String>>, tonic::Status> {
+    ) -> Result<Vec<Result<Vec<u8>, tonic::Status>>, tonic::Status> {
         let mut out = Vec::with_capacity(digests.len());
         let mut start = 0;
         while start < digests.len() {
@@ -469,7 +453,7 @@ impl Client {
                 })
                 .await?
                 .into_inner();
-            let by_hash: std::collections::HashMap<String, Result<Vec<u8>, String>> = r
+            let by_hash: std::collections::HashMap<String, Result<Vec<u8>, tonic::Status>> = r
                 .responses
                 .into_iter()
                 .map(|resp| {
@@ -477,7 +461,10 @@ impl Client {
                     let status = resp.status.unwrap_or_default();
                     let got = match status.code {
                         0 => Ok(resp.data),
-                        code => Err(format!("{:?}: {}", tonic::Code::from(code), status.message)),
+                        code => Err(tonic::Status::new(
+                            tonic::Code::from(code),
+                            format!("read blob {hash}: {}", status.message),
+                        )),
                     };
                     (hash, got)
                 })
@@ -486,7 +473,10 @@ impl Client {
                 out.push(match by_hash.get(&d.hash) {
                     Some(got) => got.clone(),
                     None if d.size_bytes == 0 => Ok(Vec::new()),
-                    None => Err("the server did not answer for it".into()),
+                    None => Err(tonic::Status::not_found(format!(
+                        "read blob {}: the server did not answer for it",
+                        d.hash
+                    ))),
                 });
             }
             start = end;

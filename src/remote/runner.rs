@@ -114,8 +114,6 @@ pub(super) struct Ctx {
     pub(super) entry: Option<super::lookup::Entry>,
     /// Whether the link's entry answered this link.
     pub(super) entry_found: AtomicBool,
-    /// Whether every job was looked up in the action cache before the run (`lookup`).
-    looked_up: AtomicBool,
     /// Jobs whose cached result was no good: they execute, never from the cache.
     pub(super) bad_results: Mutex<HashSet<usize>>,
     /// Jobs that came from the lookup: their inputs need not be uploaded.
@@ -172,7 +170,6 @@ impl Remote {
             cache: options.cache,
             cache_updates,
             entry_found: AtomicBool::new(false),
-            looked_up: AtomicBool::new(false),
             bad_results: Mutex::default(),
             hits: Mutex::default(),
             results: Mutex::new(vec![None; n]),
@@ -220,7 +217,6 @@ impl Remote {
                 .enumerate()
                 .filter_map(|(i, e)| e.as_ref().map(|_| i)),
         );
-        self.ctx.looked_up.store(true, Ordering::Relaxed);
         ends
     }
 
@@ -601,25 +597,8 @@ async fn run_job(ctx: &Ctx, index: usize) -> End {
     }
     let mut client = ctx.client.clone();
 
-    // Looked up before the run already, in which case this job missed.
-    if ctx.cache && !ctx.looked_up.load(Ordering::Relaxed) {
-        if let Ok(Some(result)) = client.cached(&job.action_digest).await {
-            if result.exit_code == 0 {
-                let t = std::time::Instant::now();
-                let fetched = fetch_outputs(ctx, &mut client, job, &result).await;
-                info.download_seconds = seconds(t);
-                if fetched.is_ok() {
-                    info.cached = true;
-                    info.worker = result
-                        .execution_metadata
-                        .as_ref()
-                        .map(|m| m.worker.clone())
-                        .unwrap_or_default();
-                    return held(ctx, index, verified(ctx, index, start, info, 0), &result);
-                }
-            }
-        }
-    }
+    // The lookup before the run asked the action cache already: this job missed it (or its
+    // result was no good, and the cache is skipped).
     let skip_cache = !ctx.cache || lock(&ctx.bad_results).contains(&index);
 
     let t = std::time::Instant::now();
