@@ -161,8 +161,7 @@ impl Reader<'_> {
         }
         let abbrev = abbrevs
             .get((id - 4) as usize)
-            .ok_or_else(|| format!("undefined abbreviation {id} (width {width})"))?
-            .clone();
+            .ok_or_else(|| format!("undefined abbreviation {id} (width {width})"))?;
         let mut values = Vec::new();
         let mut blob = false;
         let mut i = 0;
@@ -309,13 +308,20 @@ pub struct Writer {
 
 impl Writer {
     pub fn fixed(&mut self, value: u64, width: u32) {
-        for i in 0..width {
+        // A byte's worth at a time: the low `width` bits of `value`, first bit first.
+        let mut value = value & (u64::MAX >> (64 - width.clamp(1, 64)));
+        let mut left = width;
+        while left > 0 {
             if self.bit / 8 == self.bytes.len() {
                 self.bytes.push(0);
             }
-            let b = ((value >> i) & 1) as u8;
-            self.bytes[self.bit / 8] |= b << (self.bit % 8);
-            self.bit += 1;
+            let offset = (self.bit % 8) as u32;
+            let take = (8 - offset).min(left);
+            let bits = (value & ((1 << take) - 1)) as u8;
+            self.bytes[self.bit / 8] |= bits << offset;
+            value >>= take;
+            left -= take;
+            self.bit += take as usize;
         }
     }
 
