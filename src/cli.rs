@@ -307,7 +307,8 @@ pub struct RunArgs {
     pub order: Order,
 
     /// Where to remember each module's job duration between links, to start the longest first,
-    /// and what went into its remote action, to say why it missed the cache
+    /// what went into its remote action, to say why it missed the cache, and input files'
+    /// digests, not to read unchanged inputs again
     /// [default: $XDG_CACHE_HOME/dtlto-bridge, else ~/.cache/dtlto-bridge].
     #[arg(long, value_name = "DIR", env = "DTLTO_BRIDGE_HISTORY", value_parser = user_path)]
     pub history: Option<Utf8PathBuf>,
@@ -604,6 +605,7 @@ impl RemoteArgs {
             platform: self.remote_platform.clone(),
             root_is_slash: self.remote_absolute_paths,
             by_content: self.remote_key == RemoteKey::Content,
+            memo: None,
         }))
     }
 }

@@ -142,6 +142,12 @@ pub fn stable_name(parts: &[&[u8]]) -> String {
     hex(&h.finalize()[..8])
 }
 
+/// Sets the file's modification time to now, without changing it otherwise.
+pub fn touch(path: &Path) -> std::io::Result<()> {
+    let f = std::fs::File::options().write(true).open(path)?;
+    f.set_modified(std::time::SystemTime::now())
+}
+
 /// Locks `m`, also when a thread panicked while holding it (what it guards stays usable).
 pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())

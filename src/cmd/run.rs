@@ -165,7 +165,12 @@ fn prepare<'a>(
     check::check(&file, &cwd.to_string_lossy())
         .map_err(|e| Fail::bad_input(format!("check job file {path}: {e}")))?;
     let wrapper = wrapper(&args.wrapper)?;
-    let remote = args.remote.options().map_err(Fail::bad_input)?;
+    let mut remote = args.remote.options().map_err(Fail::bad_input)?;
+    if let (Some(options), Some(dir)) = (&mut remote, history_dir(args)) {
+        let name = crate::report::history::stem(&cwd, &file.linker_output);
+        let digests = crate::report::history::DIGESTS;
+        options.memo = Some(dir.join(format!("{name}.{digests}")).into());
+    }
     let inputs = check::stat_inputs(&file, &cwd);
     if let Some(list) = missing_list(&file, inputs.missing.len(), &inputs.missing) {
         return Err(Fail::bad_input(format!("check inputs of {path}: {list}")));

@@ -14,6 +14,7 @@ use crate::remote::action::{self, JobAction};
 use crate::remote::reapi;
 use crate::remote::runner::{info_of, Ctx, End};
 use bazel_remote_apis::build::bazel::remote::execution::v2 as re;
+use rayon::prelude::*;
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -249,14 +250,14 @@ async fn write_part(
     }
 }
 
-/// Writes each hit's outputs, whole or not at all; whether each hit's were all written. None
-/// is once the link is cancelled.
+/// Writes each hit's outputs, whole or not at all, on every core; whether each hit's were all
+/// written. None is once the link is cancelled.
 fn write_all(ctx: &Ctx, hits: &[Hit<'_>]) -> Vec<bool> {
     let not_cancelled = || match *ctx.cancelled.borrow() {
         true => Err(std::io::Error::other("cancelled")),
         false => Ok(()),
     };
-    hits.iter()
+    hits.par_iter()
         .map(|hit| {
             hit.job
                 .outputs

@@ -7,6 +7,8 @@
 //! private directory and prints nothing: warnings and stderr are handed back.
 
 pub(crate) mod action;
+mod actions;
+mod digests;
 mod identity;
 mod lookup;
 mod probe;

@@ -9,7 +9,9 @@
 use crate::fsutil::{lock, write_whole};
 use crate::job::outcome::{self, RemoteInfo as Info, RemoteTotals as Totals, Status};
 use crate::job::parse::JobFile;
-use crate::remote::action::{self, Common, JobAction};
+use crate::remote::action::{Common, JobAction};
+use crate::remote::actions::Actions;
+use crate::remote::digests::Memo;
 use crate::remote::reapi::{self, Client, Executed, Target};
 use bazel_remote_apis::build::bazel::remote::execution::v2 as re;
 use std::collections::{HashMap, HashSet};
@@ -31,6 +33,8 @@ pub struct Options {
     pub root_is_slash: bool,
     /// Whether jobs are keyed by content where they can be (`--remote-key`).
     pub by_content: bool,
+    /// Where input files' digests are remembered between links (digests.rs), if anywhere.
+    pub memo: Option<PathBuf>,
 }
 
 /// How a remote job ended.
@@ -142,22 +146,34 @@ impl Remote {
         file: &JobFile<'_>,
         cwd: &Path,
     ) -> Result<(Remote, Vec<Option<String>>), String> {
-        let (rt, client, cache_updates) = connect(options)?;
         let compiler = file
             .jobs
             .first()
             .and_then(|j| j.command.words().next())
             .map(|w| w.to_string())
             .unwrap_or_default();
+        // The compiler answers its version while the connection is made and the inputs read.
+        let identity = std::thread::spawn(move || super::identity::compiler(&compiler));
+        let connected = connect(options);
+        let memo = Memo::load(options.memo.clone());
+        let read = super::actions::read(file, cwd, &memo);
+        let identity = identity
+            .join()
+            .unwrap_or_else(|_| Err("ask the compiler its version: the thread panicked".into()));
+        let (rt, client, cache_updates) = connected?;
         let common = Common {
             cwd: cwd.to_path_buf(),
             root_is_slash: options.root_is_slash,
-            identity: super::identity::compiler(&compiler)?,
+            identity: identity?,
             platform: options.platform.clone(),
             cache: options.cache,
             by_content: options.by_content,
         };
-        let (actions, why) = Actions::build(&common, file, cwd);
+        let (actions, why) = Actions::build(&common, file, cwd, read);
+        let mut warnings = Vec::new();
+        if let Err(e) = memo.save() {
+            warnings.push(format!("remember the inputs' digests: {e}"));
+        }
         let (cancel, cancelled) = tokio::sync::watch::channel(false);
         let n = actions.jobs.len();
         let ctx = Arc::new(Ctx {
@@ -190,7 +206,7 @@ impl Remote {
                 cancel: Arc::new(cancel),
                 cancelling: Mutex::new(Vec::new()),
                 server: options.target.url.clone(),
-                warnings: Arc::default(),
+                warnings: Arc::new(Mutex::new(warnings)),
             },
             why,
         ))
@@ -328,108 +344,6 @@ fn connect(options: &Options) -> Result<(tokio::runtime::Runtime, Client, bool),
     Ok((rt, client, caps.cache_updates))
 }
 
-/// Each job as an action (None for a job that runs here), and every input file's digest.
-struct Actions {
-    jobs: Vec<Option<JobAction>>,
-    /// Each input file's digest, and where it is.
-    files: HashMap<String, (re::Digest, PathBuf)>,
-    /// Each job's input files, by digest.
-    inputs: Vec<Vec<String>>,
-}
-
-impl Actions {
-    /// The actions of `file`'s jobs, and, for each job, why it runs here instead (None: it can
-    /// run remotely).
-    fn build(common: &Common, file: &JobFile<'_>, cwd: &Path) -> (Actions, Vec<Option<String>>) {
-        let mut files: HashMap<String, (re::Digest, PathBuf)> = HashMap::new();
-        // Each input by its lexical path: its digest, and where it was read (where the kernel
-        // finds it, through any symlink before a `..`).
-        let mut read: HashMap<PathBuf, (re::Digest, PathBuf)> = HashMap::new();
-        let mut why = Vec::with_capacity(file.jobs.len());
-        let mut jobs = Vec::with_capacity(file.jobs.len());
-        let mut hashes = Vec::with_capacity(file.jobs.len());
-        for job in &file.jobs {
-            let inputs: Vec<&str> = job.inputs.iter().map(|s| s.as_ref()).collect();
-            let outputs: Vec<&str> = job.outputs.iter().map(|s| s.as_ref()).collect();
-            // The job's index shard, whose module table a content-keyed action rewrites: read
-            // once, for its bytes and its digest.
-            let shard_name = match outputs.as_slice() {
-                [out] => Some(format!("{out}.thinlto.bc")),
-                _ => None,
-            };
-            let shard = shard_name
-                .as_deref()
-                .filter(|s| inputs.contains(s))
-                .and_then(|s| Some((s, std::fs::read(cwd.join(s)).ok()?)));
-            if let Some((name, bytes)) = &shard {
-                let there = cwd.join(name);
-                read.insert(
-                    action::absolute(cwd, name),
-                    (action::digest_of(bytes), there),
-                );
-            }
-            let mut unreadable = None;
-            for input in &inputs {
-                let path = action::absolute(cwd, input);
-                if read.contains_key(&path) {
-                    continue;
-                }
-                let there = cwd.join(input);
-                match super::identity::file_digest(&there) {
-                    Ok((d, _)) => {
-                        read.insert(path, (d, there));
-                    }
-                    Err(e) => {
-                        unreadable = Some(format!("read its input {input}: {e}"));
-                        break;
-                    }
-                }
-            }
-            if let Some(reason) = unreadable {
-                why.push(Some(reason));
-                jobs.push(None);
-                hashes.push(Vec::new());
-                continue;
-            }
-            let argv: Vec<&str> = job.command.words().map(|w| w.as_ref()).collect();
-            let built = action::build(
-                common,
-                &argv,
-                &inputs,
-                &outputs,
-                &|p: &Path| read.get(p).map(|(d, _)| d.clone()).unwrap_or_default(),
-                shard.as_ref().map(|(_, bytes)| bytes.as_slice()),
-            );
-            let built = match built {
-                Ok(built) => built,
-                Err(reason) => {
-                    why.push(Some(reason));
-                    jobs.push(None);
-                    hashes.push(Vec::new());
-                    continue;
-                }
-            };
-            let mut used = Vec::with_capacity(built.uses.len());
-            for path in &built.uses {
-                let (d, there) = &read[path];
-                files.insert(d.hash.clone(), (d.clone(), there.clone()));
-                used.push(d.hash.clone());
-            }
-            hashes.push(used);
-            why.push(None);
-            jobs.push(Some(built));
-        }
-        (
-            Actions {
-                jobs,
-                files,
-                inputs: hashes,
-            },
-            why,
-        )
-    }
-}
-
 /// Runs `f` again after transient failures, with backoff.
 async fn retrying<T, F, Fut>(mut f: F) -> Result<T, tonic::Status>
 where
@@ -502,7 +416,7 @@ async fn upload_all(ctx: &Ctx) -> Result<(), String> {
                 };
                 let data =
                     std::fs::read(path).map_err(|e| format!("read {}: {e}", path.display()))?;
-                if action::digest_of(&data) != digest {
+                if super::action::digest_of(&data) != digest {
                     return Err(format!("{} changed while the link ran", path.display()));
                 }
                 data

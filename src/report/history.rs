@@ -26,7 +26,7 @@ pub struct History {
 }
 
 /// The file's content.
-#[derive(Default, Serialize, Deserialize)]
+#[derive(Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Saved {
     #[serde(default)]
@@ -72,6 +72,14 @@ pub fn default_dir() -> Option<Utf8PathBuf> {
         .or_else(|| nonempty("HOME").map(|h| Utf8PathBuf::from(h).join(".cache")))
         .map(|d| d.join("dtlto-bridge"))
 }
+
+/// The name, without its extension, of the files kept for one linker output in one directory.
+pub fn stem(cwd: &std::path::Path, linker_output: &str) -> String {
+    stable_name(&[cwd.as_os_str().as_encoded_bytes(), linker_output.as_bytes()])
+}
+
+/// The extension of the input digests kept beside each history file (remote/digests.rs).
+pub const DIGESTS: &str = "digests";
 
 /// A module's name as it stays from link to link: lld names an archive member it extracts
 /// `lib.a(m.o at 80).4.1D36.o`, where `.4.1D36.o` is a counter and lld's pid in hex, and ` at
@@ -151,8 +159,7 @@ pub struct Miss {
 impl History {
     /// The history of `linker_output` linked in `cwd`; empty when there is none yet.
     pub fn load(dir: &Utf8Path, cwd: &std::path::Path, linker_output: &str) -> History {
-        let name = stable_name(&[cwd.as_os_str().as_encoded_bytes(), linker_output.as_bytes()]);
-        let path = dir.join(format!("{name}.json"));
+        let path = dir.join(format!("{}.json", stem(cwd, linker_output)));
         let bytes = std::fs::read(&path).unwrap_or_default();
         // Earlier versions saved only the seconds, as the whole object.
         let saved = serde_json::from_slice(&bytes)
@@ -225,7 +232,7 @@ impl History {
     ) -> std::io::Result<()> {
         let mut next = BTreeMap::new();
         let mut next_actions = BTreeMap::new();
-        let mut imports = std::mem::take(&mut self.saved.imports);
+        let mut imports = self.saved.imports.clone();
         for (i, s) in seconds.iter().enumerate() {
             let Some(m) = module(file, i) else { continue };
             match actions.get(i).copied().flatten() {
@@ -254,16 +261,23 @@ impl History {
             .collect();
         modules.extend(actions.iter().flatten().flat_map(|a| a.keys().cloned()));
         imports.retain(|label, _| modules.contains(label));
-        self.saved = Saved {
+        let saved = Saved {
             seconds: next,
             actions: next_actions,
             imports,
         };
+        if saved == self.saved && crate::fsutil::touch(self.path.as_std_path()).is_ok() {
+            // The same as the file holds (a relink whose jobs all came from the action cache):
+            // only marked as used, for the trim.
+            return Ok(());
+        }
+        self.saved = saved;
         let dir = self.path.parent().unwrap_or(Utf8Path::new("."));
         std::fs::create_dir_all(dir)?;
         let bytes = serde_json::to_vec(&self.saved)?;
         write_whole(self.path.as_std_path(), &bytes, 0o666, || Ok(()))?;
-        trim(dir, MAX_FILES);
+        trim(dir, "json", MAX_FILES);
+        trim(dir, DIGESTS, MAX_FILES);
         Ok(())
     }
 }
@@ -316,13 +330,13 @@ fn join(parts: impl Iterator<Item = String>) -> String {
 }
 
 /// Removes the least recently written history files beyond `keep`.
-fn trim(dir: &Utf8Path, keep: usize) {
+fn trim(dir: &Utf8Path, extension: &str, keep: usize) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
     let mut files: Vec<(std::time::SystemTime, std::path::PathBuf)> = entries
         .flatten()
-        .filter(|e| e.file_name().to_string_lossy().ends_with(".json"))
+        .filter(|e| Utf8Path::new(&*e.file_name().to_string_lossy()).extension() == Some(extension))
         .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
         .collect();
     if files.len() <= keep {
@@ -414,8 +428,19 @@ mod tests {
             let mut h = History::load(dir, std::path::Path::new("/y"), &format!("p{i}"));
             h.record(&file(&["a.o"]), &[Some(1.0)], &[]).unwrap();
         }
-        trim(dir, 3);
-        assert_eq!(std::fs::read_dir(dir).unwrap().count(), 3);
+        // Digest files are trimmed apart from history files.
+        for i in 0..4 {
+            std::fs::write(dir.join(format!("d{i}.{DIGESTS}")), "").unwrap();
+        }
+        trim(dir, "json", 3);
+        trim(dir, DIGESTS, 2);
+        let mut left: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .map(|n| n.rsplit_once('.').unwrap().1.to_string())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["digests", "digests", "json", "json", "json"]);
     }
 
     fn made(pairs: &[(&str, &str)]) -> Ingredients {

@@ -1,0 +1,268 @@
+//! Digests: input files' SHA-256 digests, remembered from one link of an output to the next by
+//! each file's identity (device, inode, size, modification and change times), so that an
+//! unchanged file is not read again.
+//!
+//! It knows one small text file per (directory, linker output) beside the history, holding the
+//! files of the last link only. A missing, unreadable or stale file, or a line it cannot read,
+//! only means files read again. A file changed less than `SETTLED` before it was read is not
+//! remembered: a later write in the same clock tick could leave both its times as they were.
+//! Archive members that lld extracts are new files in every link, so they are always read. It
+//! does not know what the files are for.
+
+use bazel_remote_apis::build::bazel::remote::execution::v2 as re;
+use std::collections::HashMap;
+use std::io::Read;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime};
+
+/// The first line of the file; another one means a file of another layout, read as empty.
+const HEADER: &str = "dtlto-bridge digests 1";
+
+/// How long a file must have been left alone before its digest is remembered.
+const SETTLED: Duration = Duration::from_secs(1);
+
+/// What identifies a file's content without reading it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct Key {
+    dev: u64,
+    ino: u64,
+    size: u64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+}
+
+impl Key {
+    fn of(m: &std::fs::Metadata) -> Key {
+        Key {
+            dev: m.dev(),
+            ino: m.ino(),
+            size: m.size(),
+            mtime: (m.mtime(), m.mtime_nsec()),
+            ctime: (m.ctime(), m.ctime_nsec()),
+        }
+    }
+
+    /// Whether the file was last changed at least `SETTLED` before `now`.
+    fn settled(&self, now: SystemTime) -> bool {
+        let Ok(now) = now.duration_since(SystemTime::UNIX_EPOCH) else {
+            return false;
+        };
+        let since = |(s, ns): (i64, i64)| {
+            let at = Duration::new(s.max(0) as u64, ns.clamp(0, 999_999_999) as u32);
+            now.checked_sub(at).is_some_and(|d| d >= SETTLED)
+        };
+        since(self.mtime) && since(self.ctime)
+    }
+}
+
+/// The digests remembered for one linker output, and those of this link.
+#[derive(Default)]
+pub struct Memo {
+    /// Where they are kept (None: nothing is remembered).
+    path: Option<PathBuf>,
+    known: HashMap<Key, String>,
+    /// This link's files that may be remembered, with their digests.
+    now: Mutex<HashMap<Key, String>>,
+}
+
+impl Memo {
+    /// The digests kept at `path` (nothing when None or unreadable).
+    pub fn load(path: Option<PathBuf>) -> Memo {
+        let known = path
+            .as_deref()
+            .and_then(|p| std::fs::read_to_string(p).ok())
+            .map(|text| parse(&text))
+            .unwrap_or_default();
+        Memo {
+            path,
+            known,
+            now: Mutex::default(),
+        }
+    }
+
+    /// The digest of the file at `path`: remembered when its identity is unchanged, else read.
+    pub fn digest(&self, path: &Path) -> std::io::Result<re::Digest> {
+        let mut f = std::fs::File::open(path)?;
+        let before = Key::of(&f.metadata()?);
+        if let Some(hash) = self.known.get(&before) {
+            crate::fsutil::lock(&self.now).insert(before, hash.clone());
+            return Ok(re::Digest {
+                hash: hash.clone(),
+                size_bytes: before.size as i64,
+            });
+        }
+        let now = SystemTime::now();
+        let digest = read_digest(&mut f)?;
+        // Remembered only when nothing changed it while it was read, or shortly before.
+        let after = Key::of(&f.metadata()?);
+        if after == before && before.settled(now) && digest.size_bytes as u64 == before.size {
+            crate::fsutil::lock(&self.now).insert(before, digest.hash.clone());
+        }
+        Ok(digest)
+    }
+
+    /// Keeps this link's digests for the next link of the output, when they differ from those
+    /// it found; an error only says they could not be written.
+    pub fn save(&self) -> std::io::Result<()> {
+        let Some(path) = &self.path else {
+            return Ok(());
+        };
+        let now = crate::fsutil::lock(&self.now);
+        if *now == self.known && crate::fsutil::touch(path).is_ok() {
+            // Only marked as used, for the trim.
+            return Ok(());
+        }
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        crate::fsutil::write_whole(path, format(&now).as_bytes(), 0o666, || Ok(()))
+    }
+}
+
+/// A file's digest, read in pieces.
+pub fn read_digest(f: &mut impl Read) -> std::io::Result<re::Digest> {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 1 << 16];
+    let mut size = 0u64;
+    loop {
+        let n = f.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        size += n as u64;
+        h.update(&buf[..n]);
+    }
+    Ok(re::Digest {
+        hash: crate::fsutil::hex(&h.finalize()),
+        size_bytes: size as i64,
+    })
+}
+
+/// A line per file, `DEV INO SIZE MTIME CTIME HASH` (times as seconds.nanoseconds), sorted.
+fn format(entries: &HashMap<Key, String>) -> String {
+    let mut lines: Vec<String> = entries
+        .iter()
+        .map(|(k, hash)| {
+            format!(
+                "{} {} {} {}.{:09} {}.{:09} {hash}",
+                k.dev, k.ino, k.size, k.mtime.0, k.mtime.1, k.ctime.0, k.ctime.1
+            )
+        })
+        .collect();
+    lines.sort();
+    let mut text = format!("{HEADER}\n");
+    for line in lines {
+        text.push_str(&line);
+        text.push('\n');
+    }
+    text
+}
+
+fn parse(text: &str) -> HashMap<Key, String> {
+    let mut lines = text.lines();
+    if lines.next() != Some(HEADER) {
+        return HashMap::new();
+    }
+    lines.filter_map(parse_line).collect()
+}
+
+fn parse_line(line: &str) -> Option<(Key, String)> {
+    let time = |w: &str| -> Option<(i64, i64)> {
+        let (s, ns) = w.split_once('.')?;
+        Some((s.parse().ok()?, ns.parse().ok()?))
+    };
+    let words: Vec<&str> = line.split(' ').collect();
+    let [dev, ino, size, mtime, ctime, hash] = words.as_slice() else {
+        return None;
+    };
+    let hex = hash.len() == 64 && hash.bytes().all(|b| b.is_ascii_hexdigit());
+    hex.then_some(())?;
+    Some((
+        Key {
+            dev: dev.parse().ok()?,
+            ino: ino.parse().ok()?,
+            size: size.parse().ok()?,
+            mtime: time(mtime)?,
+            ctime: time(ctime)?,
+        },
+        hash.to_string(),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set_times(path: &Path, seconds_ago: u64) {
+        let t = SystemTime::now() - Duration::from_secs(seconds_ago);
+        let f = std::fs::File::options().write(true).open(path).unwrap();
+        f.set_times(std::fs::FileTimes::new().set_modified(t).set_accessed(t))
+            .unwrap();
+    }
+
+    #[test]
+    fn a_file_is_remembered_only_once_settled_and_read_again_once_changed() {
+        let dir = tempfile::tempdir().unwrap();
+        let (file, memo_path) = (dir.path().join("a.o"), dir.path().join("x.digests"));
+        std::fs::write(&file, b"one").unwrap();
+        let one = read_digest(&mut &b"one"[..]).unwrap();
+        // Just written: its change time is now, so it is read but not remembered.
+        let memo = Memo::load(Some(memo_path.clone()));
+        assert_eq!(memo.digest(&file).unwrap(), one);
+        memo.save().unwrap();
+        assert!(Memo::load(Some(memo_path.clone())).known.is_empty());
+        // The change time cannot be set back: a memo that saw it long ago stands in for that.
+        let key = Key::of(&std::fs::metadata(&file).unwrap());
+        let fake = "f".repeat(64);
+        std::fs::write(&memo_path, format(&HashMap::from([(key, fake.clone())]))).unwrap();
+        let memo = Memo::load(Some(memo_path.clone()));
+        assert_eq!(memo.digest(&file).unwrap().hash, fake, "not read again");
+        // Unchanged: not written again, only marked as used.
+        let text = std::fs::read_to_string(&memo_path).unwrap();
+        set_times(&memo_path, 3600);
+        memo.save().unwrap();
+        assert_eq!(std::fs::read_to_string(&memo_path).unwrap(), text);
+        let age = std::fs::metadata(&memo_path)
+            .unwrap()
+            .modified()
+            .unwrap()
+            .elapsed();
+        assert!(age.unwrap() < Duration::from_secs(600));
+        // Rewritten with the same size and an old modification time: read again.
+        std::fs::write(&file, b"two").unwrap();
+        set_times(&file, 3600);
+        let memo = Memo::load(Some(memo_path.clone()));
+        assert_eq!(
+            memo.digest(&file).unwrap(),
+            read_digest(&mut &b"two"[..]).unwrap()
+        );
+    }
+
+    #[test]
+    fn the_file_reads_back_and_bad_lines_are_left_out() {
+        let key = Key {
+            dev: 2049,
+            ino: 77,
+            size: 3,
+            mtime: (1_700_000_000, 5),
+            ctime: (1_700_000_001, 999_999_999),
+        };
+        let hash = "0123456789abcdef".repeat(4);
+        let text = format(&HashMap::from([(key, hash.clone())]));
+        assert_eq!(
+            text,
+            format!("{HEADER}\n2049 77 3 1700000000.000000005 1700000001.999999999 {hash}\n")
+        );
+        assert_eq!(parse(&text), HashMap::from([(key, hash.clone())]));
+        let bad = format!("{text}1 2 3 4.5 6.7 nothex\n1 2 3 4 5.6 {hash}\n\n");
+        assert_eq!(parse(&bad).len(), 1);
+        assert!(
+            parse(&text.replace(" 1\n", " 9\n")).is_empty(),
+            "another layout"
+        );
+        assert!(Key::of(&std::fs::metadata("/").unwrap()).settled(SystemTime::now()));
+    }
+}
