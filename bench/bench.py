@@ -136,6 +136,13 @@ def time_and_rss(cmd):
     return float(seconds), int(kb) / 1024
 
 
+def filesystem(path):
+    """The type of the file system holding `path` (ext4, tmpfs, ...)."""
+    out = subprocess.run(["findmnt", "-n", "-o", "FSTYPE", "--target", path],
+                         capture_output=True, text=True, check=True).stdout
+    return out.split()[0]  # the first of stacked mounts (/dev/shm can be mounted twice)
+
+
 def version(cmd):
     return subprocess.run(cmd, capture_output=True, text=True).stdout.splitlines()[0].strip()
 

@@ -84,6 +84,9 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--modules", type=int, default=1501)
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--also-in", metavar="DIR",
+                    help="also time the cached relinks with the objects copied under DIR "
+                         "(another file system, such as /dev/shm)")
     ap.add_argument("--no-local", action="store_true",
                     help="skip the local-execution comparison (the longest part)")
     args = ap.parse_args()
@@ -98,43 +101,60 @@ def main():
         f.write("\n".join(objects) + "\n")
     base = ["clang-22", "-O2", "-flto=thin", "-fuse-ld=lld-22", "@objects.rsp", "-o", "prog"]
 
-    def link(extra):
-        prog = os.path.join(cwd, "prog")
+    def link(extra, where=cwd):
+        prog = os.path.join(where, "prog")
         if os.path.exists(prog):
             os.remove(prog)
-        seconds = bench.timed(base + extra, env=env, cwd=cwd)
+        seconds = bench.timed(base + extra, env=env, cwd=where)
         got = subprocess.run([prog], capture_output=True, text=True).stdout.strip()
         if got != str(expected):
             sys.exit(f"the linked program printed {got!r}, not {expected}")
         return seconds
 
-    def floor():
+    def floor(where):
         """lld's own part of a DTLTO link: the distributor is /bin/true, so the link fails once
         it finds no object, after writing every index shard; timed all the same."""
         start = time.perf_counter()
-        subprocess.run(base + ["-fthinlto-distributor=/bin/true"], env=env, cwd=cwd,
+        subprocess.run(base + ["-fthinlto-distributor=/bin/true"], env=env, cwd=where,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         return time.perf_counter() - start
 
-    lld_cache = os.path.join(cwd, "lld-cache")
-    shutil.rmtree(lld_cache, ignore_errors=True)
-    own_cache = [f"-Wl,--thinlto-cache-dir={lld_cache}"]
     bridge = [f"-fthinlto-distributor={bench.BRIDGE}"]
+    places = [cwd]
+    if args.also_in:
+        # The same objects in another directory (another file system): the actions are keyed
+        # by content, so its relinks hit the entries the first link made.
+        other = os.path.join(args.also_in, f"many-{n}")
+        shutil.rmtree(other, ignore_errors=True)
+        os.makedirs(other)
+        for name in objects + ["objects.rsp"]:
+            shutil.copy2(os.path.join(cwd, name), other)
+        places.append(other)
     farm = Farm(workers=2)
+    cached = {}
     try:
         remote = bridge + [f"-Xthinlto-distributor=--remote={farm.url}",
                            "-Xthinlto-distributor=--remote-instance=main"]
         first_s = link(remote)
-        link(own_cache)
         before = farm.executed()
-        lld_t, cached_t, floor_t = [], [], []
-        for _ in range(args.runs):
-            lld_t.append(link(own_cache))
-            cached_t.append(link(remote))
-            floor_t.append(floor())
+        for where in places:
+            lld_cache = os.path.join(where, "lld-cache")
+            shutil.rmtree(lld_cache, ignore_errors=True)
+            own_cache = [f"-Wl,--thinlto-cache-dir={lld_cache}"]
+            link(own_cache, where)
+            link(remote, where)
+            times = ([], [], [])
+            for _ in range(args.runs):
+                times[0].append(link(own_cache, where))
+                times[1].append(link(remote, where))
+                times[2].append(floor(where))
+            label = bench.filesystem(where)
+            cached[label if label not in cached else f"{label} ({where})"] = times
         assert farm.executed() == before, "a cached relink executed something"
     finally:
         farm.stop()
+    if args.also_in:
+        shutil.rmtree(places[1], ignore_errors=True)
     local_t, ideal_t = [], []
     if not args.no_local:
         ideal = [f"-fthinlto-distributor={bench.IDEAL}", "-Xthinlto-distributor=-j2"]
@@ -153,16 +173,19 @@ def main():
         f"Program: {n} generated modules (bench/many.py), each calling three small functions of "
         "others, so every backend job imports; every linked program prints the expected checksum.",
         f"Command: `bench/many.sh --modules {n} --runs {args.runs}"
+        f"{' --also-in ' + args.also_in if args.also_in else ''}"
         f"{' --no-local' if args.no_local else ''}` (medians of {args.runs} "
         "runs, interleaved where compared; each time is the whole clang link).",
     ]
-    rows = [["lld's own cache (--thinlto-cache-dir, in-process), everything cached",
-             f"{med(lld_t):.3f}", "1.00x"],
-            ["dtlto-bridge --remote, every job from the action cache", f"{med(cached_t):.3f}",
-             f"{med(cached_t) / med(lld_t):.2f}x"],
-            ["lld's DTLTO alone (distributor /bin/true: shards written, no object)",
-             f"{med(floor_t):.3f}", f"{med(floor_t) / med(lld_t):.2f}x"],
-            ["dtlto-bridge --remote, first link on an empty server", f"{first_s:.3f}", ""]]
+    rows = []
+    for fs, (lld_t, cached_t, floor_t) in cached.items():
+        rows += [[f"{fs}: lld's own cache (--thinlto-cache-dir, in-process), everything cached",
+                  f"{med(lld_t):.3f}", "1.00x"],
+                 [f"{fs}: dtlto-bridge --remote, every job from the action cache",
+                  f"{med(cached_t):.3f}", f"{med(cached_t) / med(lld_t):.2f}x"],
+                 [f"{fs}: lld's DTLTO alone (distributor /bin/true: shards written, no object)",
+                  f"{med(floor_t):.3f}", f"{med(floor_t) / med(lld_t):.2f}x"]]
+    rows.append(["dtlto-bridge --remote, first link on an empty server", f"{first_s:.3f}", ""])
     lines += bench.table(f"Cached relinks: {n} backend jobs", ["link", "s", "vs lld's cache"],
                          rows)
     if local_t:
