@@ -153,8 +153,8 @@ def main():
         assert farm.executed() == before, "a cached relink executed something"
     finally:
         farm.stop()
-    if args.also_in:
-        shutil.rmtree(places[1], ignore_errors=True)
+        if args.also_in:
+            shutil.rmtree(places[1], ignore_errors=True)
     local_t, ideal_t = [], []
     if not args.no_local:
         ideal = [f"-fthinlto-distributor={bench.IDEAL}", "-Xthinlto-distributor=-j2"]

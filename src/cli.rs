@@ -313,7 +313,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "DIR", env = "DTLTO_BRIDGE_HISTORY", value_parser = user_path)]
     pub history: Option<Utf8PathBuf>,
 
-    /// Neither use nor update the history (order by input bytes alone; cache misses unexplained).
+    /// Neither use nor update the history (order by input bytes alone; cache misses unexplained;
+    /// remote links read every input again).
     #[arg(long, env = "DTLTO_BRIDGE_NO_HISTORY", value_parser = clap::builder::BoolishValueParser::new())]
     pub no_history: bool,
 

@@ -94,8 +94,9 @@ impl Actions {
         cwd: &Path,
         read: Read,
     ) -> (Actions, Vec<Option<String>>) {
-        let built: Vec<Built> = (file.jobs.par_iter().zip(&read.shards))
-            .map(|(job, shard)| build_one(common, job, cwd, &read.files, shard.as_ref()))
+        // Each raw shard is dropped once its job's action is built.
+        let built: Vec<Built> = (file.jobs.par_iter().zip(read.shards.into_par_iter()))
+            .map(|(job, shard)| build_one(common, job, cwd, &read.files, shard))
             .collect();
         let mut files = HashMap::new();
         let mut why = Vec::with_capacity(built.len());
@@ -132,7 +133,7 @@ fn build_one(
     job: &crate::job::parse::Job<'_>,
     cwd: &Path,
     files: &HashMap<PathBuf, Found>,
-    shard: Option<&Shard>,
+    shard: Option<Shard>,
 ) -> Built {
     let inputs: Vec<&str> = job.inputs.iter().map(|s| s.as_ref()).collect();
     let outputs: Vec<&str> = job.outputs.iter().map(|s| s.as_ref()).collect();
@@ -140,9 +141,9 @@ fn build_one(
     let shard = shard.map(|(name, bytes)| {
         let found = bytes
             .as_ref()
-            .map(|b| (action::digest_of(b), cwd.join(name)))
+            .map(|b| (action::digest_of(b), cwd.join(&name)))
             .map_err(String::clone);
-        (action::absolute(cwd, name), found, bytes)
+        (action::absolute(cwd, &name), found, bytes)
     });
     let find = |path: &Path| -> Option<Result<&(re::Digest, PathBuf), &String>> {
         match &shard {

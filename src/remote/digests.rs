@@ -5,7 +5,9 @@
 //! It knows one small text file per (directory, linker output) beside the history, holding the
 //! files of the last link only. A missing, unreadable or stale file, or a line it cannot read,
 //! only means files read again. A file changed less than `SETTLED` before it was read is not
-//! remembered: a later write in the same clock tick could leave both its times as they were.
+//! remembered: a later write in the same clock tick could leave both its times as they were;
+//! nor is a file on a file system whose inodes and times may not tell a file's content
+//! (`TRUSTED`).
 //! Archive members that lld extracts are new files in every link, so they are always read. It
 //! does not know what the files are for.
 
@@ -86,7 +88,8 @@ impl Memo {
     pub fn digest(&self, path: &Path) -> std::io::Result<re::Digest> {
         let mut f = std::fs::File::open(path)?;
         let before = Key::of(&f.metadata()?);
-        if let Some(hash) = self.known.get(&before) {
+        let trusted = trusted(&f);
+        if let Some(hash) = self.known.get(&before).filter(|_| trusted) {
             crate::fsutil::lock(&self.now).insert(before, hash.clone());
             return Ok(re::Digest {
                 hash: hash.clone(),
@@ -97,7 +100,8 @@ impl Memo {
         let digest = read_digest(&mut f)?;
         // Remembered only when nothing changed it while it was read, or shortly before.
         let after = Key::of(&f.metadata()?);
-        if after == before && before.settled(now) && digest.size_bytes as u64 == before.size {
+        let whole = digest.size_bytes as u64 == before.size;
+        if trusted && after == before && before.settled(now) && whole {
             crate::fsutil::lock(&self.now).insert(before, digest.hash.clone());
         }
         Ok(digest)
@@ -119,6 +123,25 @@ impl Memo {
         }
         crate::fsutil::write_whole(path, format(&now).as_bytes(), 0o666, || Ok(()))
     }
+}
+
+/// File systems whose inode numbers stay with a file and whose change times are kept to the
+/// nanosecond by the kernel: ext4, XFS, Btrfs, tmpfs, overlayfs, ZFS. Elsewhere (FAT keeps
+/// times to 2 s, FUSE and network file systems may renumber inodes or copy times) a file's
+/// identity may not tell its content, so nothing there is remembered.
+const TRUSTED: [i64; 6] = [
+    0xEF53,
+    0x5846_5342,
+    0x9123_683E,
+    0x0102_1994,
+    0x794C_7630,
+    0x2FC1_2FC1,
+];
+
+// f_type's integer type differs from one architecture to another.
+#[allow(clippy::unnecessary_cast)]
+fn trusted(f: &std::fs::File) -> bool {
+    rustix::fs::fstatfs(f).is_ok_and(|s| TRUSTED.contains(&(s.f_type as i64)))
 }
 
 /// A file's digest, read in pieces.

@@ -154,13 +154,22 @@ impl Remote {
             .unwrap_or_default();
         // The compiler answers its version while the connection is made and the inputs read.
         let identity = std::thread::spawn(move || super::identity::compiler(&compiler));
-        let connected = connect(options);
+        let joined = |identity: std::thread::JoinHandle<Result<String, String>>| {
+            identity
+                .join()
+                .unwrap_or_else(|_| Err("ask the compiler its version: the thread panicked".into()))
+        };
+        let (rt, client, cache_updates) = match connect(options) {
+            Ok(connected) => connected,
+            Err(e) => {
+                // No server: nothing is read; the compiler's answer is waited for, not left.
+                let _ = joined(identity);
+                return Err(e);
+            }
+        };
         let memo = Memo::load(options.memo.clone());
         let read = super::actions::read(file, cwd, &memo);
-        let identity = identity
-            .join()
-            .unwrap_or_else(|_| Err("ask the compiler its version: the thread panicked".into()));
-        let (rt, client, cache_updates) = connected?;
+        let identity = joined(identity);
         let common = Common {
             cwd: cwd.to_path_buf(),
             root_is_slash: options.root_is_slash,

@@ -13,7 +13,8 @@ use camino::{Utf8Path, Utf8PathBuf};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-/// The most history files kept; the least recently written go first.
+/// The most history files (and digest files) kept; the least recently used go first (a file
+/// in use is rewritten, or touched when unchanged).
 pub const MAX_FILES: usize = 256;
 
 pub use crate::job::outcome::Ingredients;
@@ -222,8 +223,9 @@ impl History {
 
     /// Folds in the durations of a successful run (an even mix with what was remembered) and
     /// the ingredients of its remote actions (None: remembered ones stay), keeps only this
-    /// link's modules, and saves the file whole, so that concurrent links never see half of it.
-    /// Then trims the directory to `MAX_FILES` files.
+    /// link's modules, and saves the file whole, so that concurrent links never see half of it
+    /// (only touches it when nothing changed). After a write, trims the directory to
+    /// `MAX_FILES` history files and as many digest files.
     pub fn record(
         &mut self,
         file: &JobFile<'_>,
