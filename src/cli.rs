@@ -278,15 +278,38 @@ pub enum Command {
     Man(ManArgs),
 }
 
+/// How a link's jobs are started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Backend {
+    /// A build.ninja that ninja runs, one launcher process per job.
+    Ninja,
+    /// A Makefile that make runs, one launcher process per job.
+    Make,
+    /// Started by dtlto-bridge itself: no build file, no build tool, no launcher.
+    Direct,
+}
+
+impl Backend {
+    /// The build file it writes; None for `Direct`.
+    pub fn format(self) -> Option<Format> {
+        match self {
+            Backend::Ninja => Some(Format::Ninja),
+            Backend::Make => Some(Format::Make),
+            Backend::Direct => None,
+        }
+    }
+}
+
 #[derive(Debug, Args, Clone)]
 pub struct RunArgs {
     /// The job file the linker wrote (*.dist-file.json).
     #[arg(value_name = "JOBS.json", required = true)]
     pub job_file: Option<Utf8PathBuf>,
 
-    /// Build tool to run the jobs with [default: ninja if found on PATH, else make].
+    /// Build tool to run the jobs with, or `direct`: dtlto-bridge starts them itself, the least
+    /// work per job [default: ninja if found on PATH, else make].
     #[arg(long, value_enum, env = "DTLTO_BRIDGE_BACKEND")]
-    pub backend: Option<Format>,
+    pub backend: Option<Backend>,
 
     /// Jobs to run at once. Given, it wins over any jobserver and the host pool [default: as
     /// many as the parent's jobserver grants, else the host-wide pool's share].
@@ -423,9 +446,10 @@ pub struct ToolArgs {
 
 #[derive(Debug, Args)]
 pub struct DoctorArgs {
-    /// Build tool the runs would use [default: ninja if found on PATH, else make].
+    /// Build tool the runs would use, or `direct` (none) [default: ninja if found on PATH,
+    /// else make].
     #[arg(long, value_enum, env = "DTLTO_BRIDGE_BACKEND")]
-    pub backend: Option<Format>,
+    pub backend: Option<Backend>,
 
     /// Slots of the host-wide pool to check [default: the available parallelism].
     #[arg(long, value_name = "N", env = "DTLTO_BRIDGE_HOST_SLOTS")]
@@ -750,14 +774,14 @@ pub struct EmitArgs {
     #[arg(value_name = "JOBS.json")]
     pub job_file: Utf8PathBuf,
 
-    /// Build-file format.
+    /// Build-file format (`direct` has none).
     #[arg(
         long,
         value_enum,
         default_value = "ninja",
         env = "DTLTO_BRIDGE_BACKEND"
     )]
-    pub format: Format,
+    pub format: Backend,
 
     /// Where to write the file [default: standard output].
     #[arg(short, long, value_name = "FILE", value_parser = user_path)]
@@ -775,13 +799,28 @@ pub struct ManArgs {
     pub dir: Option<Utf8PathBuf>,
 }
 
-/// The launcher's command line, `dtlto-bridge __job DIR N`, which generated build files run
-/// for each job: None for any other command line. It is no part of the command-line definition,
-/// so help, the manual and completions never show it, and a job's start does not build the
-/// definition.
-pub fn launcher_args() -> Option<Result<(Utf8PathBuf, usize), String>> {
+/// The command lines a run gives its own helpers, which no user types.
+pub enum Hidden {
+    /// `dtlto-bridge __job DIR N`, which generated build files run for each job.
+    Job(Utf8PathBuf, usize),
+    /// `dtlto-bridge __guard DIR`, the guard of the `--backend direct` run whose private
+    /// directory is DIR (named so that `ps` tells which run it guards).
+    Guard,
+}
+
+/// A helper's command line (`Hidden`): None for any other command line. It is no part of the
+/// command-line definition, so help, the manual and completions never show it, and a job's
+/// start does not build the definition.
+pub fn hidden_args() -> Option<Result<Hidden, String>> {
     let mut args = std::env::args_os().skip(1);
-    if args.next()? != "__job" {
+    let first = args.next()?;
+    if first == "__guard" {
+        return Some(match (args.next(), args.next()) {
+            (Some(_), None) => Ok(Hidden::Guard),
+            _ => Err("run __guard: expected `__guard DIR` (a direct run starts it)".into()),
+        });
+    }
+    if first != "__job" {
         return None;
     }
     let usage = "run __job: expected `__job DIR N` (generated build files run it)";
@@ -791,7 +830,7 @@ pub fn launcher_args() -> Option<Result<(Utf8PathBuf, usize), String>> {
                 .map_err(|d| format!("{usage}: {d:?} is not UTF-8"));
             let index = index.to_str().and_then(|i| i.parse().ok());
             match (dir, index) {
-                (Ok(dir), Some(index)) => Ok((dir, index)),
+                (Ok(dir), Some(index)) => Ok(Hidden::Job(dir, index)),
                 (Err(e), _) => Err(e),
                 (_, None) => Err(format!("{usage}: N is not a number")),
             }

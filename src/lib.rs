@@ -23,8 +23,9 @@ use report::Fail;
 
 /// The program: parses the command line, dispatches, prints the error; returns the exit code.
 pub fn main() -> i32 {
-    match cli::launcher_args() {
-        Some(Ok((dir, index))) => return exec::launcher::main(&dir, index),
+    match cli::hidden_args() {
+        Some(Ok(cli::Hidden::Job(dir, index))) => return exec::launcher::main(&dir, index),
+        Some(Ok(cli::Hidden::Guard)) => return exec::guard::main(),
         Some(Err(e)) => return code(Err(Fail::bad_input(e))),
         None => {}
     }

@@ -213,7 +213,14 @@ pub fn doctor(args: &DoctorArgs) -> Result<(), Fail> {
     let from_env = slots::probe();
     let wrapper = args.wrapper.words().map_err(Fail::bad_input)?;
     let ninja_found = which::which(&args.tools.ninja).is_ok();
-    let backend = crate::render::choose_backend(args.backend, ninja_found);
+    // None: jobs start without a build tool (`direct`).
+    let backend = match args.backend {
+        Some(crate::cli::Backend::Direct) => None,
+        asked => Some(crate::render::choose_backend(
+            asked.and_then(crate::cli::Backend::format),
+            ninja_found,
+        )),
+    };
     let parallelism = std::thread::available_parallelism()
         .map(usize::from)
         .unwrap_or(1);
@@ -222,8 +229,16 @@ pub fn doctor(args: &DoctorArgs) -> Result<(), Fail> {
         dtlto_tool("clang", &["clang-22", "clang"], "-fthinlto-distributor="),
         dtlto_tool("ld.lld", &["ld.lld-22", "ld.lld"], "--thinlto-distributor="),
         windows_line(),
-        build_tool(Format::Ninja, &args.tools.ninja, backend == Format::Ninja),
-        build_tool(Format::Make, &args.tools.make, backend == Format::Make),
+        build_tool(
+            Format::Ninja,
+            &args.tools.ninja,
+            backend == Some(Format::Ninja),
+        ),
+        build_tool(
+            Format::Make,
+            &args.tools.make,
+            backend == Some(Format::Make),
+        ),
         jobserver_line(&from_env),
         pool_line(args, parallelism),
         wrapper_line(&wrapper),

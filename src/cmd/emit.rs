@@ -20,6 +20,12 @@ pub fn emit(args: &EmitArgs) -> Result<(), Fail> {
     if let Some(line) = crate::job::relocation::follow_modules(&mut file, dir.as_ref()) {
         report::note(&line);
     }
+    let Some(format) = args.format.format() else {
+        return Err(Fail::bad_input(
+            "write a build file: --format (or DTLTO_BRIDGE_BACKEND) is direct, which has none; \
+             choose ninja or make",
+        ));
+    };
     let wrapper = wrapper(&args.wrapper)?;
     let opts = render::Options {
         wrapper: &wrapper,
@@ -33,8 +39,8 @@ pub fn emit(args: &EmitArgs) -> Result<(), Fail> {
         Ok(check::missing_inputs(&file, &dir, 10))
     };
     let render = |out: &mut dyn std::io::Write, to: &str| {
-        render::prepare(args.format, &file, &opts)
-            .map_err(|e| Fail::bad_input(format!("render {}: {e}", args.format.file_name())))?
+        render::prepare(format, &file, &opts)
+            .map_err(|e| Fail::bad_input(format!("render {}: {e}", format.file_name())))?
             .write_to(out)
             .map_err(|e| Fail::environment(format!("write {to}: {e}")))
     };

@@ -11,3 +11,4 @@ pub(crate) mod emit;
 pub(crate) mod manual;
 pub(crate) mod rexec;
 pub(crate) mod run;
+pub(crate) mod tool;

@@ -2,33 +2,34 @@
 //! where slots come from), look up (with `--remote`, the action cache answers what it can before
 //! anything starts, and the hits' outputs are written), execute (the build file of the jobs left
 //! is written into a private directory, and the scheduler serves the launchers the build tool
-//! starts; nothing starts when no job is left), settle (every launcher gone, outputs checked, the
-//! traces of unfinished jobs removed), conclude (failures first, then the records, the history
-//! and the summary).
+//! starts, or with `direct` starts the jobs itself; nothing starts when no job is left), settle
+//! (every launcher gone, outputs checked, the traces of unfinished jobs removed), conclude
+//! (failures first, then the records, the history and the summary).
 //!
-//! It knows the order of those steps and how ninja and make are invoked; the details of each
-//! step live in `job`, `render`, `remote`, `exec` (the scheduler and its server) and `report`.
+//! It knows the order of those steps; the backend is `tool`'s, and the details of each step
+//! live in `job`, `render`, `remote`, `exec` (the scheduler and its server) and `report`.
 
+use super::tool::{tool_command, write_build_file, Tool};
 use crate::cli::RunArgs;
-use crate::exec::dir::{self, StateDir};
+use crate::exec::dir;
+use crate::exec::guard::Guard;
 use crate::exec::process::{self, Watch};
 use crate::exec::sched::{Policy, Record};
-use crate::exec::server::{self, Server, Setup};
+use crate::exec::server::{self, DirectSetup, Server, Setup};
 use crate::exec::slots::{self, Source, Supply};
 use crate::fsutil::write_atomically;
 use crate::job::check;
 use crate::job::outcome::{self, Outcome, Ran};
 use crate::job::output;
 use crate::job::parse::{self, JobFile};
-use crate::render::{self, Format, RunHooks};
 use crate::report::history::History;
 use crate::report::record;
 use crate::report::{self, Fail};
 use camino::{Utf8Path, Utf8PathBuf};
-use std::fs::{self, File};
+use std::fs;
 use std::io::IsTerminal;
 use std::path::PathBuf;
-use std::process::{Command, ExitStatus, Stdio};
+use std::process::ExitStatus;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -103,13 +104,6 @@ struct Prepared<'a> {
     pool_base: Utf8PathBuf,
     parallelism: usize,
     remote: Option<crate::remote::Options>,
-}
-
-/// The build tool chosen, its program, and the private directory holding its build file.
-struct Tool {
-    format: Format,
-    program: PathBuf,
-    state: StateDir,
 }
 
 /// The default run: everything from the job file to verified outputs.
@@ -292,83 +286,6 @@ fn costs(
     (history, cost)
 }
 
-/// Picks the build tool, writes the build file of the jobs `order` names (in that order) into
-/// a new private directory, and finds the tool's program.
-fn write_build_file(
-    args: &RunArgs,
-    file: &JobFile<'_>,
-    wrapper: &[String],
-    order: Vec<usize>,
-) -> Result<Tool, Fail> {
-    let path = args
-        .job_file
-        .as_deref()
-        .expect("clap requires the job file");
-    let ninja = which::which(&args.tools.ninja);
-    let ninja_asked = args.origins.given("ninja") && args.backend != Some(Format::Make);
-    if let (Err(e), true) = (&ninja, ninja_asked) {
-        // Asked for by name: never silently replaced by make.
-        let asked = args.origins.describe("ninja", "--ninja", &args.tools.ninja);
-        return Err(Fail::environment(format!("find ninja ({asked}): {e}")));
-    }
-    let ninja = ninja.ok();
-    let format = render::choose_backend(args.backend, ninja.is_some());
-    let state = StateDir::create().map_err(Fail::environment)?;
-    let exe = own_exe()?;
-    let opts = render::Options {
-        wrapper,
-        source: path.as_str(),
-        run: Some(RunHooks {
-            state_dir: state.path().to_string(),
-            launcher: vec![exe, "__job".to_string(), state.path().to_string()],
-        }),
-        order: Some(order),
-    };
-    let (format, prepared) = match render::prepare(format, file, &opts) {
-        Ok(prepared) => (format, prepared),
-        // ninja cannot write every path make can (e.g. '|'); without an explicit choice, use make.
-        Err(e) if args.backend.is_none() && format == Format::Ninja => {
-            let prepared = render::prepare(Format::Make, file, &opts)
-                .map_err(|e2| Fail::bad_input(format!("render build file: {e}; and {e2}")))?;
-            (Format::Make, prepared)
-        }
-        Err(e) => {
-            return Err(Fail::bad_input(format!(
-                "render {}: {e}",
-                format.file_name()
-            )))
-        }
-    };
-    let build_file = state.path().join(format.file_name());
-    File::create(&build_file)
-        .and_then(|mut f| prepared.write_to(&mut f))
-        .map_err(|e| Fail::environment(format!("write {build_file}: {e}")))?;
-    drop(prepared);
-    let program = match (format, ninja) {
-        (Format::Ninja, Some(found)) => found,
-        (Format::Ninja, None) => {
-            let e = which::which(&args.tools.ninja).err();
-            return Err(missing(args, "ninja", e));
-        }
-        (Format::Make, ninja) => match which::which(&args.tools.make) {
-            Ok(found) => found,
-            Err(e) if ninja.is_none() && args.backend.is_none() => {
-                return Err(Fail::environment(format!(
-                    "find a build tool: neither {} nor {} is on PATH ({e}); install ninja \
-                     (ninja-build) or make",
-                    args.tools.ninja, args.tools.make
-                )))
-            }
-            Err(e) => return Err(missing(args, "make", Some(e))),
-        },
-    };
-    Ok(Tool {
-        format,
-        program,
-        state,
-    })
-}
-
 /// The link's remote side: the connection, which jobs may go there, and how many at once.
 struct Remoting {
     remote: Option<crate::remote::Remote>,
@@ -428,23 +345,12 @@ fn look_up(remoting: &Remoting, watch: &Watch) -> Vec<Option<crate::remote::End>
     remote.look_up()
 }
 
-/// The chosen build tool is not there: say which, as the user named it.
-fn missing(args: &RunArgs, tool: &str, e: Option<which::Error>) -> Fail {
-    let program = if tool == "ninja" {
-        &args.tools.ninja
-    } else {
-        &args.tools.make
-    };
-    let why = e
-        .map(|e| e.to_string())
-        .unwrap_or_else(|| "not found".into());
-    Fail::environment(format!("find {tool} ({program}): {why}"))
-}
-
 /// What `execute` leaves for `settle`: the server and the build tool's end, when jobs were left
 /// to run; else the remote side, still to finish.
 struct Executed {
     server: Option<Server>,
+    /// The guard of a run that started its jobs itself.
+    guard: Option<Arc<Guard>>,
     remote: Option<crate::remote::Remote>,
     tool: Option<Result<ExitStatus, String>>,
     start: f64,
@@ -468,6 +374,7 @@ fn execute(
     if order.is_empty() || watch.received().is_some() {
         return Ok(Executed {
             server: None,
+            guard: None,
             remote: remoting.remote,
             tool: None,
             start,
@@ -475,7 +382,7 @@ fn execute(
         });
     }
     let tool = write_build_file(p.args, &p.file, &p.wrapper, order.clone())?;
-    let (format, program) = (tool.format, tool.program.clone());
+    let build = tool.build.clone();
     let (state_dir, log_path) = (tool.state.path().to_owned(), tool.state.tool_log());
     p.tool = Some(tool);
     for w in &p.decision.warnings {
@@ -502,33 +409,30 @@ fn execute(
         jobs: remote_jobs,
     } = remoting;
     let tool_jobs = n.min(local_bound + remote_jobs + WAITING).max(1);
-
-    let mut cmd = Command::new(&program);
-    cmd.args([
-        "-f",
-        state_dir.join(format.file_name()).as_str(),
-        "-j",
-        &tool_jobs.to_string(),
-    ]);
-    if format == Format::Make {
-        // -B: every job runs, even where an output of the same name is already there.
-        cmd.args(["-B", "-r", "-R", "-s", "--no-print-directory"]);
-    }
-    // A make or ninja that joined the parent's jobserver would take a second token per job.
-    for var in ["MAKEFLAGS", "MFLAGS", "MAKELEVEL", "CARGO_MAKEFLAGS"] {
-        cmd.env_remove(var);
-    }
-    if let Source::Jobserver(client) = &p.decision.source {
-        // For the launchers alone (in CARGO_MAKEFLAGS, which make and ninja ignore): a launcher
-        // gives its job's token back itself if this process dies.
-        client.configure(&mut cmd);
-    }
-    let log = File::create(&log_path)
-        .map_err(|e| Fail::environment(format!("create {log_path}: {e}")))?;
-    let log2 = log
-        .try_clone()
-        .map_err(|e| Fail::environment(format!("open {log_path}: {e}")))?;
-    cmd.stdin(Stdio::null()).stdout(log).stderr(log2);
+    let command = match &build {
+        Some((format, program)) => Some(tool_command(
+            *format,
+            program,
+            &state_dir,
+            &log_path,
+            tool_jobs,
+            &p.decision.source,
+        )?),
+        None => None,
+    };
+    // Without a build tool, the run's guard does what launchers do should the run be killed.
+    let guard = match (&build, &p.decision.source) {
+        (Some(_), _) => None,
+        (None, source) => {
+            let client = match source {
+                Source::Jobserver(client) => Some(client),
+                _ => None,
+            };
+            let guard = Guard::start(&own_exe()?, state_dir.as_str(), client)
+                .map_err(|e| Fail::environment(format!("start the run's guard: {e}")))?;
+            Some(Arc::new(guard))
+        }
+    };
 
     let (tx, rx) = std::sync::mpsc::channel();
     // The supply owns the source from now on: the pool is left when the supply stops.
@@ -543,7 +447,7 @@ fn execute(
         policy: Policy {
             wrapped: !p.wrapper.is_empty(),
             fallback: !p.wrapper.is_empty() && !p.args.no_fallback,
-            expected: tool_jobs,
+            expected: if build.is_some() { tool_jobs } else { n },
             own,
             can_grow,
             remote: remote_ok,
@@ -554,6 +458,11 @@ fn execute(
         cwd: p.cwd.clone(),
         parallelism: p.parallelism,
         remote,
+        direct: guard.clone().map(|guard| DirectSetup {
+            jobs: order,
+            watch: watch.clone(),
+            guard,
+        }),
     };
     let server = Server::start(setup, supply, rx)
         .map_err(|e| Fail::environment(format!("listen for job launchers: {e}")))?;
@@ -577,22 +486,31 @@ fn execute(
         !p.args.quiet && std::io::stderr().is_terminal(),
         server.counter(),
     );
-    let tool = process::spawn(
-        &mut cmd,
-        watch,
-        &process::Options {
-            group: true,
-            parent_death: libc::SIGTERM,
-            forward: false,
-        },
-    )
-    .and_then(|child| child.wait(watch))
-    .map_err(|e| format!("run {}: {e}", program.display()));
+    let tool = match (command, &build) {
+        (Some(mut cmd), Some((_, program))) => Some(
+            process::spawn(
+                &mut cmd,
+                watch,
+                &process::Options {
+                    group: true,
+                    parent_death: Some(libc::SIGTERM),
+                    forward: false,
+                },
+            )
+            .and_then(|child| child.wait(watch))
+            .map_err(|e| format!("run {}: {e}", program.display())),
+        ),
+        _ => {
+            server.wait_for_jobs();
+            None
+        }
+    };
     progress.finish();
     Ok(Executed {
         server: Some(server),
+        guard,
         remote: None,
-        tool: Some(tool),
+        tool,
         start,
         end: outcome::now(),
     })
@@ -618,6 +536,7 @@ fn settle(
 ) -> Settled {
     let Executed {
         server,
+        guard,
         remote,
         tool,
         start,
@@ -682,6 +601,9 @@ fn settle(
     for o in outcomes.iter().filter(|o| !o.ok()) {
         output::remove(&p.cwd, &p.file.jobs[o.index].outputs);
     }
+    if let Some(guard) = guard {
+        guard.finish();
+    }
     Settled {
         outcomes,
         warnings,
@@ -743,7 +665,7 @@ fn conclude(p: Prepared<'_>, mut s: Settled, watch: &Watch) -> Result<(), Fail> 
         wrapper: &wrapper,
         outcomes: &s.outcomes,
         input_bytes: &input_bytes,
-        backend: tool.as_ref().map_or("none", |t| t.format.tool()),
+        backend: tool.as_ref().map_or("none", Tool::name),
         start: s.start,
         end: s.end,
     });
@@ -806,7 +728,7 @@ fn conclude(p: Prepared<'_>, mut s: Settled, watch: &Watch) -> Result<(), Fail> 
             &file,
             &wrapper,
             &s.outcomes,
-            tool.as_ref().map_or("none", |t| t.format.tool()),
+            tool.as_ref().map_or("none", Tool::name),
             tool_status,
             &tool_log,
         ))

@@ -107,7 +107,7 @@ fn start(run: &proto::Run, watch: &Watch, events: &mpsc::Sender<Event>) -> bool 
             watch,
             &process::Options {
                 group: true,
-                parent_death: libc::SIGKILL,
+                parent_death: Some(libc::SIGKILL),
                 forward: true,
             },
         )

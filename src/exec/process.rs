@@ -108,6 +108,14 @@ impl Watch {
         }
     }
 
+    /// Sends `sig` to `target` (a pid, or `-pgid`) if it is a child not reaped yet.
+    pub fn signal_child(&self, target: i32, sig: i32) {
+        let targets = self.targets();
+        if targets.iter().any(|&(t, _)| t == target) {
+            send(target, sig);
+        }
+    }
+
     fn forget(&self, target: i32) {
         self.targets().retain(|&(t, _)| t != target);
     }
@@ -140,31 +148,33 @@ pub struct Options {
     /// In a process group of its own, so that a signal reaches everything it starts.
     pub group: bool,
     /// The signal the child gets when the thread that started it ends (this process dies).
-    pub parent_death: i32,
+    /// Setting it costs a copy of this process's page tables (a fork, not a vfork).
+    pub parent_death: Option<i32>,
     /// Whether the cancelling signals this process gets are passed on to the child.
     pub forward: bool,
 }
 
-/// Starts `cmd` so that it gets `opts.parent_death` when this thread ends, however it ends
-/// (`kill -9` included), and receives the cancelling signals `watch` sees while it lives.
+/// Starts `cmd` so that it gets `opts.parent_death`, if any, when this thread ends, however it
+/// ends (`kill -9` included), and receives the cancelling signals `watch` sees while it lives.
 pub fn spawn(cmd: &mut Command, watch: &Watch, opts: &Options) -> io::Result<Supervised> {
     let parent = std::process::id() as libc::pid_t;
-    let death = opts.parent_death;
     if opts.group {
         cmd.process_group(0);
     }
-    // SAFETY: prctl and getppid are async-signal-safe; nothing is allocated.
-    unsafe {
-        cmd.pre_exec(move || {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, death as libc::c_ulong) != 0 {
-                return Err(io::Error::last_os_error());
-            }
-            // The parent may have died before the request took effect.
-            if libc::getppid() != parent {
-                return Err(io::Error::other("the parent exited"));
-            }
-            Ok(())
-        });
+    if let Some(death) = opts.parent_death {
+        // SAFETY: prctl and getppid are async-signal-safe; nothing is allocated.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, death as libc::c_ulong) != 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                // The parent may have died before the request took effect.
+                if libc::getppid() != parent {
+                    return Err(io::Error::other("the parent exited"));
+                }
+                Ok(())
+            });
+        }
     }
     // A signal that arrives between spawn and register is passed on by `register`.
     let child = cmd.spawn()?;
@@ -175,6 +185,15 @@ pub fn spawn(cmd: &mut Command, watch: &Watch, opts: &Options) -> io::Result<Sup
 }
 
 impl Supervised {
+    pub fn id(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Its pid, or `-pgid` when it leads a process group of its own.
+    pub fn target(&self) -> i32 {
+        self.target
+    }
+
     /// Waits for the child to exit, stops passing signals on to it, and only then reaps it, so
     /// that its pid (and group) cannot have been reused by the time a signal is sent.
     pub fn wait(mut self, watch: &Watch) -> io::Result<ExitStatus> {
@@ -220,7 +239,7 @@ mod tests {
             &watch,
             &Options {
                 group: true,
-                parent_death: libc::SIGKILL,
+                parent_death: Some(libc::SIGKILL),
                 forward: true,
             },
         )

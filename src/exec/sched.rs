@@ -173,6 +173,8 @@ pub struct Core {
     wrapped: bool,
     fallback: bool,
     cancelled: Option<i32>,
+    /// A job failed: nothing more starts (`stop_starting`).
+    stopped: bool,
     running: usize,
     done: usize,
 }
@@ -200,6 +202,7 @@ impl Core {
             wrapped: policy.wrapped,
             fallback: policy.fallback,
             cancelled: None,
+            stopped: false,
             running: 0,
             done: 0,
         }
@@ -417,6 +420,26 @@ impl Core {
         self.ready.clear();
         self.ready_remote.clear();
         self.remote_running = 0;
+        actions.extend(self.dispatch());
+        actions
+    }
+
+    /// A job failed, and the run goes no further, as ninja and make stop after a failure: ready
+    /// jobs never start (each is told to finish with `code`), those running finish.
+    pub fn stop_starting(&mut self, code: i32) -> Vec<Action> {
+        if self.stopped || self.cancelled.is_some() {
+            return Vec::new();
+        }
+        self.stopped = true;
+        let mut actions = Vec::new();
+        for index in 0..self.phase.len() {
+            if self.phase[index] == Phase::Ready {
+                self.phase[index] = Phase::Done;
+                actions.push(Action::Finish { index, code });
+            }
+        }
+        self.ready.clear();
+        self.ready_remote.clear();
         actions.extend(self.dispatch());
         actions
     }

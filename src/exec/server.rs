@@ -1,12 +1,15 @@
 //! Server: carries out the scheduler's decisions for one link — listens on the private
 //! directory's socket for the launchers the build tool starts, takes slots from the `Supply`,
-//! writes each launcher its orders, hands remote jobs to `remote` and writes their stderr where
-//! a local run's goes, and collects every job's record.
+//! writes each launcher its orders (or, with `direct`, hands them to its starter), hands remote
+//! jobs to `remote` and writes their stderr where a local run's goes, and collects every job's
+//! record.
 //!
 //! It knows sockets, threads and the order of a run's events; it does not decide which job runs
 //! next or where (`sched::Core` does), and it starts no process itself.
 
 use crate::exec::dir;
+use crate::exec::direct::{Direct, Order};
+use crate::exec::guard::Guard;
 use crate::exec::proto::{self, ToLauncher, ToRun};
 use crate::exec::sched::{Action, Core, Policy, Record};
 use crate::exec::slots::{Arrival, Slot, Supply};
@@ -20,7 +23,7 @@ use std::io::BufReader;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
-use std::sync::{mpsc, Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{mpsc, Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -44,6 +47,16 @@ pub struct Setup {
     pub parallelism: usize,
     /// The link's connection to a remote server, if jobs go there.
     pub remote: Option<crate::remote::Remote>,
+    /// With `--backend direct`, the run starts the jobs itself and no launcher connects.
+    pub direct: Option<DirectSetup>,
+}
+
+/// What a run that starts its jobs itself needs.
+pub struct DirectSetup {
+    /// The jobs to run.
+    pub jobs: Vec<usize>,
+    pub watch: crate::exec::process::Watch,
+    pub guard: Arc<Guard>,
 }
 
 struct Inner {
@@ -65,6 +78,8 @@ struct Shared {
     /// Taken out and finished by `finish`.
     remote: Mutex<Option<crate::remote::Remote>>,
     setup: Setup,
+    /// The starter of a run without launchers.
+    direct: OnceLock<Direct>,
     stopping: AtomicBool,
     me: std::sync::Weak<Shared>,
 }
@@ -100,14 +115,29 @@ impl Shared {
                             .collect(),
                         token: slot == Slot::Taken && tokens,
                     });
-                    self.send(inner, index, &order);
+                    match (self.direct.get(), order) {
+                        (Some(direct), ToLauncher::Run(run)) => {
+                            direct.order(Order::Start { index, run })
+                        }
+                        (_, order) => self.send(inner, index, &order),
+                    }
+                }
+                Action::Finish { code, .. } if self.direct.get().is_some() => {
+                    // The job is over, as when its launcher exits; after a failure nothing
+                    // more starts, as ninja and make would stop.
+                    inner.open -= 1;
+                    self.closed.notify_all();
+                    if code != 0 {
+                        queue.extend(inner.core.stop_starting(code));
+                    }
                 }
                 Action::Finish { index, code } => {
                     self.send(inner, index, &ToLauncher::Finish { code })
                 }
-                Action::Cancel { index, signal } => {
-                    self.send(inner, index, &ToLauncher::Cancel { signal })
-                }
+                Action::Cancel { index, signal } => match self.direct.get() {
+                    Some(direct) => direct.order(Order::Cancel { index, signal }),
+                    None => self.send(inner, index, &ToLauncher::Cancel { signal }),
+                },
                 Action::Remote { index, attempt } => match &*lock(&self.remote) {
                     Some(r) => r.submit(index, self.remote_reply(index, attempt)),
                     None => queue.extend(inner.core.remote_done(
@@ -167,6 +197,21 @@ impl Shared {
         })
     }
 
+    /// Job `index`'s command ended: its outputs are checked, and the core decides what next.
+    fn exited(&self, index: usize, status: crate::job::outcome::Status) {
+        let problem = if status.success() {
+            output::first_problem(&self.setup.cwd, &self.setup.file.jobs[index].outputs)
+        } else {
+            Some(status.describe())
+        };
+        if let Some(d) = &self.setup.direct {
+            d.guard.ended(index, problem.is_none());
+        }
+        let mut inner = self.lock();
+        let actions = inner.core.exited(index, status, problem);
+        self.apply(&mut inner, actions);
+    }
+
     fn send(&self, inner: &Inner, index: usize, message: &ToLauncher) {
         if let Some(Some(conn)) = inner.conns.get(index) {
             // A launcher that cannot be reached is gone; its reader says so to the core.
@@ -207,9 +252,20 @@ impl Server {
             supply: Mutex::new(Some(supply)),
             remote,
             setup,
+            direct: OnceLock::new(),
             stopping: AtomicBool::new(false),
             me: me.clone(),
         });
+        if let Some(d) = &shared.setup.direct {
+            let me = Arc::downgrade(&shared);
+            let exited: crate::exec::direct::Exited = Arc::new(move |index, status| {
+                if let Some(shared) = me.upgrade() {
+                    shared.exited(index, status);
+                }
+            });
+            let direct = Direct::start(d.watch.clone(), d.guard.clone(), exited)?;
+            let _ = shared.direct.set(direct);
+        }
         let s = shared.clone();
         let accept = std::thread::Builder::new()
             .name("accept".into())
@@ -233,6 +289,16 @@ impl Server {
                     s.apply(&mut inner, actions);
                 }
             })?;
+        if let Some(d) = &shared.setup.direct {
+            // Every job is ready at once, as if its launcher had said hello.
+            let mut inner = shared.lock();
+            inner.open = d.jobs.len();
+            let mut actions = Vec::new();
+            for &index in &d.jobs {
+                actions.extend(inner.core.hello(index).unwrap_or_default());
+            }
+            shared.apply(&mut inner, actions);
+        }
         Ok(Server {
             shared,
             accept: Some(accept),
@@ -285,6 +351,14 @@ impl Server {
         true
     }
 
+    /// Waits until every job of a run without launchers is over (see `wait_for_launchers`).
+    pub fn wait_for_jobs(&self) {
+        let mut inner = self.shared.lock();
+        while inner.open > 0 {
+            inner = (self.shared.closed.wait(inner)).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
     /// Stops listening and taking slots; returns each job's record and the warnings to print.
     /// Jobserver tokens held by launchers still running are left to them to give back.
     pub fn finish(mut self) -> Finished {
@@ -293,6 +367,9 @@ impl Server {
         let _ = proto::connect(&self.shared.setup.state_dir);
         if let Some(t) = self.accept.take() {
             let _ = t.join();
+        }
+        if let Some(direct) = self.shared.direct.get() {
+            direct.stop();
         }
         // Nothing remote writes an output or changes a record after this.
         let remote = lock(&self.shared.remote).take();
@@ -410,14 +487,7 @@ fn serve(shared: &Arc<Shared>, stream: UnixStream) {
     }
     while let Ok(Some(message)) = proto::receive::<ToRun>(&mut reader) {
         if let ToRun::Exited(status) = message {
-            let problem = if status.success() {
-                output::first_problem(&shared.setup.cwd, &shared.setup.file.jobs[index].outputs)
-            } else {
-                Some(status.describe())
-            };
-            let mut inner = shared.lock();
-            let actions = inner.core.exited(index, status, problem);
-            shared.apply(&mut inner, actions);
+            shared.exited(index, status);
         }
     }
     let mut inner = shared.lock();

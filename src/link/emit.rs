@@ -149,7 +149,8 @@ pub(super) fn emit_in(
         .into_file()
         .map_err(|e| Fail::environment(format!("read back {jobs_path}: {e}")))?;
     let wrapper = args.run.wrapper.words().map_err(Fail::bad_input)?;
-    let format = args.run.backend.unwrap_or(crate::render::Format::Ninja);
+    let format = (args.run.backend.and_then(crate::cli::Backend::format))
+        .unwrap_or(crate::render::Format::Ninja);
     let output = command.output();
     let text = crate::render::linkfile::render(
         format,

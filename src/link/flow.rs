@@ -389,7 +389,7 @@ pub(super) fn run_ld(
         watch,
         &process::Options {
             group: false,
-            parent_death: libc::SIGKILL,
+            parent_death: Some(libc::SIGKILL),
             forward: true,
         },
     )

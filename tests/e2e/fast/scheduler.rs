@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 /// of 2, for both build tools, jobs start in cost order however the launchers race.
 #[test]
 fn jobs_start_costliest_first_under_make_and_the_host_pool() {
-    for backend in ["ninja", "make"] {
+    for backend in ["ninja", "make", "direct"] {
         for parent in ["make -j2", "host pool"] {
             let s = Space::new();
             ordered_jobs(&s);
@@ -150,7 +150,7 @@ fn waiting_launchers_spend_no_cpu() {
 /// next run removes the dead run's private directory.
 #[test]
 fn sigkill_of_the_link_leaves_no_process_and_the_next_run_cleans_up() {
-    for backend in ["--backend=ninja", "--backend=make"] {
+    for backend in ["--backend=ninja", "--backend=make", "--backend=direct"] {
         let s = Space::new();
         let hang = "echo $$ >> pids; echo partial > \"$0\"; : > \"${0%.o}-0badcafe.o.tmp\"; \
                     exec sleep 60";
@@ -176,7 +176,7 @@ fn sigkill_of_the_link_leaves_no_process_and_the_next_run_cleans_up() {
         let tmp = s.tmp.to_string_lossy().into_owned();
         assert!(
             !processes_with(&tmp).is_empty(),
-            "the build tool and launchers run"
+            "the build tool and launchers, or the guard, run"
         );
         unsafe { libc::kill(link.id() as i32, libc::SIGKILL) };
         link.wait().unwrap();

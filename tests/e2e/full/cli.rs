@@ -92,7 +92,7 @@ fn bad_values_name_the_variable_or_option_they_came_from() {
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(
         stderr(&out),
-        "dtlto-bridge: error: DTLTO_BRIDGE_BACKEND=bazel: invalid value; possible values: ninja, make\n"
+        "dtlto-bridge: error: DTLTO_BRIDGE_BACKEND=bazel: invalid value; possible values: ninja, make, direct\n"
     );
     let out = run(&s, &["--jobs=0", "j.json"]);
     assert!(

@@ -8,12 +8,12 @@ use std::path::Path;
 use std::process::{Child, Stdio};
 
 #[test]
-fn a_failing_wrapper_falls_back_to_a_local_run_with_both_backends() {
+fn a_failing_wrapper_falls_back_to_a_local_run_with_every_backend() {
     let s = Space::new();
     let inputs = s.hello();
     for (name, body) in BAD_WRAPPERS {
         s.script(name, body);
-        for backend in ["--backend=ninja", "--backend=make"] {
+        for backend in ["--backend=ninja", "--backend=make", "--backend=direct"] {
             let out = s.link(
                 Path::new(BRIDGE),
                 &[backend, &wrapper_arg(&s, name)],
@@ -45,7 +45,7 @@ fn a_failing_wrapper_falls_back_to_a_local_run_with_both_backends() {
     }
     assert_eq!(
         s.read("wrapper.log").lines().count(),
-        3 * 2 * 5,
+        3 * 3 * 5,
         "every job went through the wrapper"
     );
 }

@@ -257,12 +257,14 @@ fn cargo_jobserver_bounds_links_in_build_scripts() {
 /// running and no partial output.
 #[test]
 fn a_killed_link_returns_its_tokens() {
-    for sig in [libc::SIGTERM, libc::SIGKILL] {
-        killed_link_returns_its_tokens(sig);
+    for backend in ["ninja", "direct"] {
+        for sig in [libc::SIGTERM, libc::SIGKILL] {
+            killed_link_returns_its_tokens(sig, backend);
+        }
     }
 }
 
-fn killed_link_returns_its_tokens(sig: i32) {
+fn killed_link_returns_its_tokens(sig: i32, backend: &str) {
     let s = Space::new();
     let inputs = s.hello();
     let wrapper = instrument(&s);
@@ -274,8 +276,8 @@ fn killed_link_returns_its_tokens(sig: i32) {
     // A: its jobs hang, holding make's implicit slot and the one free token of -j3.
     // B: starts once A holds them, so B alone cannot reach two jobs unless A gives its token back.
     let a = format!(
-        "+DTLTO_BRIDGE_WRAPPER=\"{}\" clang-22 -O2 -flto=thin -fuse-ld=lld-22 \
-         -fthinlto-distributor='{}' {} -o pa",
+        "+DTLTO_BRIDGE_WRAPPER=\"{}\" DTLTO_BRIDGE_BACKEND={backend} clang-22 -O2 -flto=thin \
+         -fuse-ld=lld-22 -fthinlto-distributor='{}' {} -o pa",
         shell_words::quote(s.path("hang.sh").to_str().unwrap()),
         s.path("dist-a.sh").display(),
         inputs.join(" ")
@@ -315,7 +317,11 @@ fn killed_link_returns_its_tokens(sig: i32) {
     assert!(!s.exists("pa"));
     // make -j3 has three slots; with A gone, B may use all three: its implicit slot, the token
     // make frees when A's recipe ends, and the token A's job gives back. A leaked token caps B at 2.
-    assert_eq!(max_concurrency(&s, "jobs.log"), 3, "B got A's token back");
+    assert_eq!(
+        max_concurrency(&s, "jobs.log"),
+        3,
+        "{backend} {sig}: B got A's token back"
+    );
     for pid in s.read("hang.pids").lines() {
         assert!(
             !crate::space::alive(pid.parse().unwrap()),

@@ -84,10 +84,10 @@ fn awkward_objects(s: &Space) -> Vec<String> {
 }
 
 #[test]
-fn awkward_file_names_link_through_both_backends() {
+fn awkward_file_names_link_through_every_backend() {
     let s = Space::new();
     let inputs = awkward_objects(&s);
-    for backend in ["ninja", "make"] {
+    for backend in ["ninja", "make", "direct"] {
         let out = s.link(
             bridge(),
             &[&format!("--backend={backend}")],
