@@ -6,8 +6,8 @@ interleaved:
 - cached relinks: lld's own --thinlto-cache-dir (in-process) against dtlto-bridge --remote with
   every job from the action cache of a BuildGrid server on this machine;
 - the first remote link (empty server: every input uploaded, every job executed by 2 workers);
-- local execution: dtlto-bridge (ninja, -j2) against the minimal executor (bench/ideal.rs: one
-  process per job on 2 threads, nothing else).
+- local execution: dtlto-bridge (ninja, and --backend=direct; -j2) against the minimal executor
+  (bench/ideal.rs: one process per job on 2 threads, nothing else).
 
 Every linked program must print the checksum the generator computed. Writes
 bench/results/<date>-many.md; bench/README.md explains the numbers.
@@ -155,11 +155,13 @@ def main():
         farm.stop()
         if args.also_in:
             shutil.rmtree(places[1], ignore_errors=True)
-    local_t, ideal_t = [], []
+    local_t, direct_t, ideal_t = [], [], []
     if not args.no_local:
         ideal = [f"-fthinlto-distributor={bench.IDEAL}", "-Xthinlto-distributor=-j2"]
+        two = bridge + ["-Xthinlto-distributor=--jobs=2"]
         for _ in range(args.runs):
-            local_t.append(link(bridge + ["-Xthinlto-distributor=--jobs=2"]))
+            local_t.append(link(two))
+            direct_t.append(link(two + ["-Xthinlto-distributor=--backend=direct"]))
             ideal_t.append(link(ideal))
 
     med = statistics.median
@@ -193,6 +195,8 @@ def main():
             f"Local execution: {n} backend jobs on 2 cores",
             ["distributor", "s", "vs minimal"],
             [["minimal executor (bench/ideal.rs, 2 threads)", f"{med(ideal_t):.3f}", "1.00x"],
+             ["dtlto-bridge --backend=direct --jobs=2", f"{med(direct_t):.3f}",
+              f"{med(direct_t) / med(ideal_t):.3f}x"],
              ["dtlto-bridge (ninja, --jobs=2)", f"{med(local_t):.3f}",
               f"{med(local_t) / med(ideal_t):.3f}x"]])
     bench.publish(lines, f"{today}-many")
