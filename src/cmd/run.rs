@@ -469,15 +469,18 @@ fn execute(
     // A signal cancels through the launchers: each stops its job and exits non-zero, and the
     // build tool stops as for a failed job. Signalled itself, ninja or make would remove the
     // outputs of jobs that finished but whose launchers had not exited yet. Only a tool that
-    // is still there after a while gets SIGTERM.
+    // is still there after a while gets SIGTERM. Without a tool (direct), the run stops the jobs
+    // itself, and one still there after a while gets SIGKILL.
     let cancel = server.canceller();
     let escalate = watch.clone();
+    let direct = build.is_none();
     watch.on_signal(move |sig| {
         cancel(sig);
         let watch = escalate.clone();
         std::thread::spawn(move || {
             std::thread::sleep(TOOL_STOPS);
-            watch.signal_all(libc::SIGTERM);
+            // Without a build tool, what is still there is a job that ignored the signal.
+            watch.signal_all(if direct { libc::SIGKILL } else { libc::SIGTERM });
         });
     });
 

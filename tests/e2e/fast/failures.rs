@@ -174,3 +174,31 @@ fn sigint_sigterm_sighup_sigquit_stop_every_job_and_leave_nothing_behind() {
         cancel(backend, libc::SIGINT, true);
     }
 }
+
+/// Without a build tool (direct), a job that ignores the cancelling signal is killed a few
+/// seconds later, and the run still ends as the signal says, leaving no partial output.
+#[test]
+fn a_job_that_ignores_the_signal_is_killed_under_direct() {
+    let s = Space::new();
+    s.write(
+        "deaf.json",
+        &sh_jobs(&[(
+            "trap '' INT TERM; echo $$ > deaf.pid; echo partial > deaf.o; \
+             while :; do sleep 0.1; done",
+            "deaf.o",
+        )]),
+    );
+    let child = s
+        .bridge(&["--backend=direct", "deaf.json"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for("the job to start", || s.exists("deaf.o"));
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
+    let pid: i32 = s.read("deaf.pid").trim().parse().unwrap();
+    assert!(!alive(pid), "the job {pid} still runs");
+    assert!(!s.exists("deaf.o"), "its partial output was left");
+}
