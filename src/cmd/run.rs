@@ -232,7 +232,7 @@ fn save(
     };
     report::note(&format!(
         "saved {} and its jobs' {} input file(s) ({:.1} MB, {how}) in {}; run the jobs again \
-         from there: dtlto-bridge emit {} -o jobs.ninja && ninja -f jobs.ninja",
+         from there: dtlto-bridge emit --format ninja {} -o jobs.ninja && ninja -f jobs.ninja",
         path,
         saved.files - 1,
         saved.bytes as f64 / 1e6,
@@ -428,8 +428,11 @@ fn execute(
                 Source::Jobserver(client) => Some(client),
                 _ => None,
             };
-            let guard = Guard::start(&own_exe()?, state_dir.as_str(), client)
-                .map_err(|e| Fail::environment(format!("start the run's guard: {e}")))?;
+            let guard = Guard::start(&own_exe()?, state_dir.as_str(), client).map_err(|e| {
+                Fail::environment(format!(
+                    "start the guard of --backend direct: {e}; use --backend ninja or make"
+                ))
+            })?;
             Some(Arc::new(guard))
         }
     };
@@ -453,6 +456,7 @@ fn execute(
             remote: remote_ok,
             remote_jobs,
             remote_fallback: !p.args.no_fallback,
+            stop_after_failure: build.is_none(),
         },
         state_dir,
         cwd: p.cwd.clone(),
@@ -604,8 +608,12 @@ fn settle(
     for o in outcomes.iter().filter(|o| !o.ok()) {
         output::remove(&p.cwd, &p.file.jobs[o.index].outputs);
     }
-    if let Some(guard) = guard {
-        guard.finish();
+    let mut warnings = warnings;
+    if let Some(lost) = guard.and_then(|g| g.finish()) {
+        warnings.push(format!(
+            "the run's guard went away ({lost}): had dtlto-bridge been killed, its jobs would \
+             have been left running"
+        ));
     }
     Settled {
         outcomes,

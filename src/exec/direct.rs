@@ -23,7 +23,8 @@ const JOBSERVER_VARS: [&str; 3] = ["MAKEFLAGS", "MFLAGS", "CARGO_MAKEFLAGS"];
 
 /// What the run asks of the starter, in the order it decided.
 pub enum Order {
-    /// Run job `index`'s command; its stdout and stderr go to `run.stderr` when it wrote any.
+    /// Run job `index`'s command; its stderr goes to `run.stderr` when it wrote any, its stdout
+    /// nowhere (as under ninja and make, where only the tool's log gets it).
     Start { index: usize, run: proto::Run },
     /// Send `signal` to job `index`'s command, if it still runs.
     Cancel { index: usize, signal: i32 },
@@ -75,7 +76,7 @@ impl Direct {
         }
     }
 
-    /// Ends the starter thread, once no command runs (any still running gets SIGKILL).
+    /// Ends the starter thread, once no command runs.
     pub fn stop(&self) {
         crate::fsutil::lock(&self.orders).take();
         if let Some(t) = crate::fsutil::lock(&self.thread).take() {
@@ -95,18 +96,18 @@ fn start(
 ) -> Option<i32> {
     let started = now();
     let name = run.argv.first().map_or("the command", String::as_str);
-    // In memory first: most commands write nothing, and a file created per job costs more than
-    // the rest of its start on some file systems.
+    // In memory until the command ends: most write nothing, and a file created per job costs
+    // more than the rest of its start on some file systems.
     let capture = rustix::fs::memfd_create("stderr", rustix::fs::MemfdFlags::CLOEXEC)
         .map(File::from)
-        .map_err(io::Error::from);
-    let spawned = capture.and_then(|capture| {
-        let stderr = capture.try_clone()?;
-        let stdout = capture.try_clone()?;
+        .map_err(io::Error::from)
+        .and_then(|f| Ok((f.try_clone()?, f)))
+        .map_err(|e| io::Error::other(format!("capture its stderr: {e}")));
+    let spawned = capture.and_then(|(stderr, capture)| {
         let mut cmd = Command::new(&run.argv[0]);
         cmd.args(&run.argv[1..])
             .stdin(Stdio::null())
-            .stdout(stdout)
+            .stdout(Stdio::null())
             .stderr(stderr);
         for var in JOBSERVER_VARS {
             cmd.env_remove(var);

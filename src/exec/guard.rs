@@ -7,6 +7,7 @@
 //! ended; the pipe's end without a goodbye is the run's death. It knows those messages,
 //! processes and files; it does not know jobs, slots or the scheduler.
 
+use rustix::process::PidfdFlags;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::io::{self, BufRead, Write};
@@ -41,6 +42,8 @@ enum Message {
 pub struct Guard {
     pipe: Mutex<Option<ChildStdin>>,
     child: Mutex<Option<Child>>,
+    /// Why the guard could not be told something, the first time.
+    lost: Mutex<Option<String>>,
 }
 
 impl Guard {
@@ -48,6 +51,14 @@ impl Guard {
     /// group of its own (a Ctrl-C at the terminal is the run's to handle), with the jobserver's
     /// descriptors when jobs run on its tokens.
     pub fn start(exe: &str, dir: &str, jobserver: Option<&jobserver::Client>) -> io::Result<Guard> {
+        // The guard tells a job's process apart from a later one of the same pid by a pidfd.
+        rustix::process::pidfd_open(rustix::process::getpid(), PidfdFlags::empty()).map_err(
+            |e| {
+                io::Error::other(format!(
+                    "this system refuses pidfd_open (Linux 5.3 or later), which it needs: {e}"
+                ))
+            },
+        )?;
         let mut cmd = Command::new(exe);
         cmd.args(["__guard", dir])
             .stdin(Stdio::piped())
@@ -60,6 +71,7 @@ impl Guard {
         Ok(Guard {
             pipe: Mutex::new(child.stdin.take()),
             child: Mutex::new(Some(child)),
+            lost: Mutex::new(None),
         })
     }
 
@@ -67,8 +79,10 @@ impl Guard {
         let mut line = serde_json::to_vec(message).unwrap_or_default();
         line.push(b'\n');
         if let Some(pipe) = crate::fsutil::lock(&self.pipe).as_mut() {
-            // A guard that is gone cannot help; the run goes on without it.
-            let _ = pipe.write_all(&line);
+            // A guard that is gone cannot help; the run goes on without it, and says so.
+            if let Err(e) = pipe.write_all(&line) {
+                crate::fsutil::lock(&self.lost).get_or_insert_with(|| e.to_string());
+            }
         }
     }
 
@@ -85,21 +99,26 @@ impl Guard {
         self.send(&Message::Ended { index, keep });
     }
 
-    /// The run ends well: says goodbye and waits for the guard to exit.
-    pub fn finish(&self) {
+    /// The run ends: says goodbye and waits for the guard to exit. Returns why the guard could
+    /// not be told something during the run, if it could not.
+    pub fn finish(&self) -> Option<String> {
         self.send(&Message::Bye);
         crate::fsutil::lock(&self.pipe).take();
         if let Some(mut child) = crate::fsutil::lock(&self.child).take() {
             let _ = child.wait();
         }
+        crate::fsutil::lock(&self.lost).take()
     }
 }
 
 /// A running command, as the guard knows it.
 struct Running {
     pid: i32,
-    /// Becomes readable when the process has exited; None when it was gone already.
+    /// Becomes readable when the process has exited; None once it is known to be gone.
     pidfd: Option<OwnedFd>,
+    /// Its process could not be told apart (no pidfd, for another reason than its being gone):
+    /// it is left alone, its outputs and token too.
+    unknown: bool,
     token: bool,
     outputs: Vec<String>,
 }
@@ -122,14 +141,19 @@ pub fn main() -> i32 {
                 token,
                 outputs,
             }) => {
-                let pidfd = rustix::process::Pid::from_raw(pid).and_then(|p| {
-                    rustix::process::pidfd_open(p, rustix::process::PidfdFlags::empty()).ok()
-                });
+                let opened = rustix::process::Pid::from_raw(pid)
+                    .map(|p| rustix::process::pidfd_open(p, PidfdFlags::empty()));
+                let (pidfd, unknown) = match opened {
+                    Some(Ok(fd)) => (Some(fd), false),
+                    Some(Err(e)) if e == rustix::io::Errno::SRCH => (None, false),
+                    _ => (None, true),
+                };
                 running.insert(
                     index,
                     Running {
                         pid,
                         pidfd,
+                        unknown,
                         token,
                         outputs,
                     },
@@ -140,6 +164,7 @@ pub fn main() -> i32 {
                     running.remove(&index);
                 } else if let Some(r) = running.get_mut(&index) {
                     r.pidfd = None;
+                    r.unknown = false;
                     r.token = false;
                 }
             }
@@ -178,7 +203,7 @@ fn clean_up(running: Vec<Running>) {
     }
     let cwd = std::path::Path::new(".");
     let mut tokens = 0;
-    for r in &running {
+    for r in running.iter().filter(|r| !r.unknown) {
         crate::job::output::remove(cwd, &r.outputs);
         tokens += usize::from(r.token);
     }

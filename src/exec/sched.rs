@@ -51,6 +51,9 @@ pub struct Policy {
     pub remote_jobs: usize,
     /// Whether a job that fails remotely runs again here.
     pub remote_fallback: bool,
+    /// Whether a failed job stops the run from starting any other (as ninja and make stop;
+    /// with a build tool, the tool itself stops starting launchers).
+    pub stop_after_failure: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -173,7 +176,8 @@ pub struct Core {
     wrapped: bool,
     fallback: bool,
     cancelled: Option<i32>,
-    /// A job failed: nothing more starts (`stop_starting`).
+    stop_after_failure: bool,
+    /// A job failed: nothing more starts.
     stopped: bool,
     running: usize,
     done: usize,
@@ -202,6 +206,7 @@ impl Core {
             wrapped: policy.wrapped,
             fallback: policy.fallback,
             cancelled: None,
+            stop_after_failure: policy.stop_after_failure,
             stopped: false,
             running: 0,
             done: 0,
@@ -332,6 +337,9 @@ impl Core {
         record.finished = true;
         self.end(index, slot);
         let mut actions = vec![Action::Finish { index, code }];
+        if failed {
+            actions.extend(self.stop_starting(code));
+        }
         actions.extend(self.dispatch());
         actions
     }
@@ -368,6 +376,9 @@ impl Core {
             index,
             code: i32::from(failed),
         }];
+        if failed {
+            actions.extend(self.stop_starting(1));
+        }
         actions.extend(self.dispatch());
         actions
     }
@@ -424,10 +435,11 @@ impl Core {
         actions
     }
 
-    /// A job failed, and the run goes no further, as ninja and make stop after a failure: ready
-    /// jobs never start (each is told to finish with `code`), those running finish.
-    pub fn stop_starting(&mut self, code: i32) -> Vec<Action> {
-        if self.stopped || self.cancelled.is_some() {
+    /// A job failed: with `stop_after_failure`, the run goes no further, as ninja and make
+    /// stop after a failure: ready jobs never start (each is told to finish with `code`), those
+    /// running finish.
+    fn stop_starting(&mut self, code: i32) -> Vec<Action> {
+        if !self.stop_after_failure || self.stopped || self.cancelled.is_some() {
             return Vec::new();
         }
         self.stopped = true;
@@ -440,7 +452,6 @@ impl Core {
         }
         self.ready.clear();
         self.ready_remote.clear();
-        actions.extend(self.dispatch());
         actions
     }
 
@@ -455,7 +466,7 @@ impl Core {
     /// gives back those no job needs.
     fn dispatch(&mut self) -> Vec<Action> {
         let mut actions = Vec::new();
-        if self.cancelled.is_none() && !self.gathering {
+        if self.cancelled.is_none() && !self.gathering && !self.stopped {
             while self.remote_running < self.remote_jobs {
                 let Some(Entry { index, .. }) = self.ready_remote.pop() else {
                     break;
@@ -542,6 +553,7 @@ mod tests {
             remote: Vec::new(),
             remote_jobs: 0,
             remote_fallback: false,
+            stop_after_failure: false,
         }
     }
 
@@ -553,6 +565,36 @@ mod tests {
                 _ => None,
             })
             .collect()
+    }
+
+    #[test]
+    fn with_stop_after_failure_a_failed_job_frees_no_slot_for_another() {
+        let mut core = Core::new(
+            vec![3.0, 2.0, 1.0],
+            &Policy {
+                stop_after_failure: true,
+                ..policy(1, false, 3)
+            },
+        );
+        let mut a = Vec::new();
+        for i in 0..3 {
+            a.extend(core.hello(i).unwrap());
+        }
+        assert_eq!(runs(&a), [0]);
+        let a = core.exited(0, status(3), Some("exit status 3".into()));
+        assert!(
+            runs(&a).is_empty(),
+            "nothing starts after the failure: {a:?}"
+        );
+        for index in [0, 1, 2] {
+            assert!(
+                a.iter().any(
+                    |x| matches!(x, Action::Finish { index: i, code } if *i == index && *code != 0)
+                ),
+                "job {index} is told to finish: {a:?}"
+            );
+        }
+        assert_eq!(core.counts(), (0, 1));
     }
 
     #[test]
@@ -665,6 +707,7 @@ mod tests {
             remote: vec![true; n],
             remote_jobs,
             remote_fallback: fallback,
+            stop_after_failure: false,
             ..policy(own, false, n)
         }
     }

@@ -122,14 +122,10 @@ impl Shared {
                         (_, order) => self.send(inner, index, &order),
                     }
                 }
-                Action::Finish { code, .. } if self.direct.get().is_some() => {
-                    // The job is over, as when its launcher exits; after a failure nothing
-                    // more starts, as ninja and make would stop.
+                Action::Finish { .. } if self.direct.get().is_some() => {
+                    // The job is over, as when its launcher exits.
                     inner.open -= 1;
                     self.closed.notify_all();
-                    if code != 0 {
-                        queue.extend(inner.core.stop_starting(code));
-                    }
                 }
                 Action::Finish { index, code } => {
                     self.send(inner, index, &ToLauncher::Finish { code })

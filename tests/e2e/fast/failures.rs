@@ -202,3 +202,28 @@ fn a_job_that_ignores_the_signal_is_killed_under_direct() {
     assert!(!alive(pid), "the job {pid} still runs");
     assert!(!s.exists("deaf.o"), "its partial output was left");
 }
+
+/// Under direct, as ninja and make stop, no job starts once one has failed.
+#[test]
+fn after_a_failure_no_job_starts_under_direct() {
+    let s = Space::new();
+    s.write(
+        "j.json",
+        &sh_jobs(&[
+            ("exit 3", "a.o"),
+            ("touch ran1; exit 0", "b.o"),
+            ("touch ran2; exit 0", "c.o"),
+        ]),
+    );
+    let out = s
+        .bridge(&["--backend=direct", "--jobs=1", "--order=file", "j.json"])
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("1 of 3 failed, 2 not run"), "{err}");
+    assert!(
+        !s.exists("ran1") && !s.exists("ran2"),
+        "a job started after the failure"
+    );
+}
