@@ -167,8 +167,8 @@ fn start(
         tell(index, status);
     }));
     if let Err(e) = waiting {
-        // Without a thread to wait for it, the command cannot be followed: it is stopped and
-        // reaped here, and the job fails.
+        // Without a thread to wait for it, the command cannot be followed: it is killed (and
+        // left unreaped, so its pid cannot be reused while the run lives), and the job fails.
         kill_group(target);
         exited(
             index,
