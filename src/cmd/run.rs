@@ -551,7 +551,7 @@ fn settle(
     } = executed;
     let server::Finished {
         mut records,
-        warnings,
+        mut warnings,
         remote,
     } = match server {
         Some(server) => {
@@ -608,7 +608,6 @@ fn settle(
     for o in outcomes.iter().filter(|o| !o.ok()) {
         output::remove(&p.cwd, &p.file.jobs[o.index].outputs);
     }
-    let mut warnings = warnings;
     if let Some(lost) = guard.and_then(|g| g.finish()) {
         warnings.push(format!(
             "the run's guard went away ({lost}): had dtlto-bridge been killed, its jobs would \

@@ -18,9 +18,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
 
-/// Environment variables a job must not see: they describe jobservers the job takes no part in.
-const JOBSERVER_VARS: [&str; 3] = ["MAKEFLAGS", "MFLAGS", "CARGO_MAKEFLAGS"];
-
 /// What the run asks of the starter, in the order it decided.
 pub enum Order {
     /// Run job `index`'s command; its stderr goes to `run.stderr` when it wrote any, its stdout
@@ -95,7 +92,7 @@ fn start(
     waiters: &Waiters,
 ) -> Option<i32> {
     let started = now();
-    let name = run.argv.first().map_or("the command", String::as_str);
+    let name = process::program(&run.argv);
     // In memory until the command ends: most write nothing, and a file created per job costs
     // more than the rest of its start on some file systems.
     let capture = rustix::fs::memfd_create("stderr", rustix::fs::MemfdFlags::CLOEXEC)
@@ -109,7 +106,7 @@ fn start(
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(stderr);
-        for var in JOBSERVER_VARS {
+        for var in process::JOBSERVER_VARS {
             cmd.env_remove(var);
         }
         let child = process::spawn(
@@ -128,41 +125,16 @@ fn start(
     let (child, capture) = match spawned {
         Ok(started) => started,
         Err(e) => {
-            exited(
-                index,
-                Status {
-                    code: None,
-                    signal: None,
-                    spawn_error: Some(format!("{name}: {e}")),
-                    start: started,
-                    end: now(),
-                },
-            );
+            exited(index, process::not_started(format!("{name}: {e}"), started));
             return None;
         }
     };
     let target = child.target();
     guard.started(index, child.id(), run.token, &run.outputs);
-    let (watch, name, path) = (watch.clone(), name.to_string(), run.stderr.clone());
+    let (watch, waited, path) = (watch.clone(), name.to_string(), run.stderr.clone());
     let tell = exited.clone();
     let waiting = waiters.run(Box::new(move || {
-        use std::os::unix::process::ExitStatusExt;
-        let status = match child.wait(&watch) {
-            Ok(s) => Status {
-                code: s.code(),
-                signal: s.signal(),
-                spawn_error: None,
-                start: started,
-                end: now(),
-            },
-            Err(e) => Status {
-                code: None,
-                signal: None,
-                spawn_error: Some(format!("wait for {name}: {e}")),
-                start: started,
-                end: now(),
-            },
-        };
+        let status = process::ended(child.wait(&watch), &waited, started);
         keep(capture, &path);
         tell(index, status);
     }));
@@ -172,13 +144,7 @@ fn start(
         kill_group(target);
         exited(
             index,
-            Status {
-                code: None,
-                signal: None,
-                spawn_error: Some(format!("wait for {}: {e}", run.argv[0])),
-                start: started,
-                end: now(),
-            },
+            process::not_started(format!("wait for {name}: {e}"), started),
         );
     }
     Some(target)

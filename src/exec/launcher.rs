@@ -24,9 +24,6 @@ enum Event {
     Exited(Status),
 }
 
-/// Environment variables a job must not see: they describe jobservers the job takes no part in.
-const JOBSERVER_VARS: [&str; 3] = ["MAKEFLAGS", "MFLAGS", "CARGO_MAKEFLAGS"];
-
 /// Runs job `index` of the run in `dir` as told; returns the code to exit with.
 pub fn main(dir: &Utf8Path, index: usize) -> i32 {
     let fail = |what: &str| {
@@ -99,7 +96,7 @@ fn start(run: &proto::Run, watch: &Watch, events: &mpsc::Sender<Event>) -> bool 
     let spawned = File::create(&run.stderr).and_then(|stderr| {
         let mut cmd = Command::new(&run.argv[0]);
         cmd.args(&run.argv[1..]).stdin(Stdio::null()).stderr(stderr);
-        for var in JOBSERVER_VARS {
+        for var in process::JOBSERVER_VARS {
             cmd.env_remove(var);
         }
         process::spawn(
@@ -116,46 +113,19 @@ fn start(run: &proto::Run, watch: &Watch, events: &mpsc::Sender<Event>) -> bool 
     match spawned {
         Ok(child) => {
             let watch = watch.clone();
-            let name = run_name(&run.argv).to_string();
+            let name = process::program(&run.argv).to_string();
             std::thread::spawn(move || {
-                let status = match child.wait(&watch) {
-                    Ok(s) => {
-                        use std::os::unix::process::ExitStatusExt;
-                        Status {
-                            code: s.code(),
-                            signal: s.signal(),
-                            spawn_error: None,
-                            start: started,
-                            end: now(),
-                        }
-                    }
-                    Err(e) => Status {
-                        code: None,
-                        signal: None,
-                        spawn_error: Some(format!("wait for {name}: {e}")),
-                        start: started,
-                        end: now(),
-                    },
-                };
+                let status = process::ended(child.wait(&watch), &name, started);
                 let _ = events.send(Event::Exited(status));
             });
             true
         }
         Err(e) => {
-            let _ = events.send(Event::Exited(Status {
-                code: None,
-                signal: None,
-                spawn_error: Some(format!("{}: {e}", run_name(&run.argv))),
-                start: started,
-                end: now(),
-            }));
+            let why = format!("{}: {e}", process::program(&run.argv));
+            let _ = events.send(Event::Exited(process::not_started(why, started)));
             false
         }
     }
-}
-
-fn run_name(argv: &[String]) -> &str {
-    argv.first().map_or("the command", String::as_str)
 }
 
 /// The run is gone before it said how the job ends: stop the command if it still runs

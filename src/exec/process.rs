@@ -5,6 +5,7 @@
 //! in an order that never signals a pid or group that was already reaped (and so may be reused).
 //! It does not know what the children are or what to clean up after them.
 
+use crate::job::outcome::{now, Status};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
 use signal_hook::iterator::Signals;
 use std::io;
@@ -215,6 +216,39 @@ impl Supervised {
         }
         watch.forget(self.target);
         self.child.wait()
+    }
+}
+
+/// Environment variables a job must not see: they describe jobservers the job takes no part in.
+pub const JOBSERVER_VARS: [&str; 3] = ["MAKEFLAGS", "MFLAGS", "CARGO_MAKEFLAGS"];
+
+/// A command's program, as failures name it.
+pub fn program(argv: &[String]) -> &str {
+    argv.first().map_or("the command", String::as_str)
+}
+
+/// How a command `name` started at `start` ended, from waiting for it.
+pub fn ended(waited: io::Result<ExitStatus>, name: &str, start: f64) -> Status {
+    match waited {
+        Ok(s) => Status {
+            code: s.code(),
+            signal: s.signal(),
+            spawn_error: None,
+            start,
+            end: now(),
+        },
+        Err(e) => not_started(format!("wait for {name}: {e}"), start),
+    }
+}
+
+/// A command that could not be started, or followed once started: `why`.
+pub fn not_started(why: String, start: f64) -> Status {
+    Status {
+        code: None,
+        signal: None,
+        spawn_error: Some(why),
+        start,
+        end: now(),
     }
 }
 

@@ -104,7 +104,7 @@ impl Shared {
                     slot,
                     attempt,
                 } => {
-                    let order = ToLauncher::Run(proto::Run {
+                    let run = proto::Run {
                         argv: self.argv(index, wrapped),
                         stderr: dir::stderr_file(&self.setup.state_dir, index, attempt)
                             .into_string(),
@@ -114,12 +114,10 @@ impl Shared {
                             .map(|o| o.to_string())
                             .collect(),
                         token: slot == Slot::Taken && tokens,
-                    });
-                    match (self.direct.get(), order) {
-                        (Some(direct), ToLauncher::Run(run)) => {
-                            direct.order(Order::Start { index, run })
-                        }
-                        (_, order) => self.send(inner, index, &order),
+                    };
+                    match self.direct.get() {
+                        Some(direct) => direct.order(Order::Start { index, run }),
+                        None => self.send(inner, index, &ToLauncher::Run(run)),
                     }
                 }
                 Action::Finish { .. } if self.direct.get().is_some() => {
