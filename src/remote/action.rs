@@ -40,6 +40,7 @@ pub fn digest_of(bytes: &[u8]) -> re::Digest {
 }
 
 /// What is the same for every action of a link.
+#[derive(Clone)]
 pub struct Common {
     /// The linker's directory, absolute.
     pub cwd: PathBuf,
@@ -75,6 +76,9 @@ pub struct JobAction {
     /// What went into the action, each by a label that stays from link to link, with a digest:
     /// to say which of them changed when the action misses the cache.
     pub ingredients: Ingredients,
+    /// False for a job remembered from the last link (known.rs): no blobs and no uses until it
+    /// is built again, which it is only to execute.
+    pub whole: bool,
 }
 
 /// `path` against `cwd`, with `.` and `..` resolved lexically.
@@ -114,7 +118,11 @@ fn unsuitable(inputs: &[&str], outputs: &[&str], root_is_slash: bool) -> Option<
 /// can be replaced without changing what the command does: one output `O`, its shard
 /// `O.thinlto.bc` among the inputs, and `O` in the command only as `-o O` and in
 /// `-fthinlto-index=O.thinlto.bc`.
-fn canonical(argv: &[&str], inputs: &[&str], outputs: &[&str]) -> Option<(String, String)> {
+pub(super) fn canonical(
+    argv: &[&str],
+    inputs: &[&str],
+    outputs: &[&str],
+) -> Option<(String, String)> {
     let [out] = outputs else { return None };
     let shard = format!("{out}.thinlto.bc");
     if !inputs.contains(&shard.as_str()) {
@@ -503,6 +511,7 @@ fn finish(common: &Common, layout: Layout, by_name: Option<String>) -> JobAction
         by_name,
         summaries_kept: None,
         ingredients: Ingredients::new(),
+        whole: true,
     }
 }
 

@@ -1,12 +1,14 @@
 //! Actions: every job of a link as an action, on every core: first each input file read once
 //! (its digest, from the memo when the file is unchanged) and each job's index shard read
-//! whole, then each job's action (action.rs), merged in job order.
+//! whole, then each job's action (action.rs; remembered, known.rs, when nothing it is built
+//! from changed), merged in job order.
 //!
 //! It reads files; it does not talk to a server or know the compiler's identity until the
 //! second step.
 
 use super::action::{self, Common, JobAction};
 use super::digests::Memo;
+use super::known::Known;
 use crate::job::parse::JobFile;
 use bazel_remote_apis::build::bazel::remote::execution::v2 as re;
 use rayon::prelude::*;
@@ -20,6 +22,8 @@ pub struct Actions {
     pub files: HashMap<String, (re::Digest, PathBuf)>,
     /// Each job's input files, by digest.
     pub inputs: Vec<Vec<String>>,
+    /// What building the remembered jobs whole takes.
+    pub later: Later,
 }
 
 /// A file as read: its digest and where it was read (where the kernel finds it, through any
@@ -82,29 +86,93 @@ pub fn read(file: &JobFile<'_>, cwd: &Path, memo: &Memo) -> Read {
     Read { files, shards }
 }
 
-/// One job's action, or why it runs here; and the files it uses, by digest.
+/// One job's action, or why it runs here; and the files it uses, by digest (none for a job
+/// remembered, not whole).
 type Built = Result<(JobAction, Vec<(re::Digest, PathBuf)>), String>;
+
+/// What building a remembered job whole takes, should it execute: each input file as read, and
+/// each remembered job's command, inputs and outputs.
+pub struct Later {
+    common: Common,
+    cwd: PathBuf,
+    files: HashMap<PathBuf, Found>,
+    /// Each remembered job's key, and its command, inputs and outputs.
+    jobs: HashMap<usize, (String, [Vec<String>; 3])>,
+    /// The actions remembered, saved once the link is over.
+    pub known: Known,
+}
+
+impl Later {
+    /// Job `index`'s action built whole, with the files it uses, its shard read again; an
+    /// error when it is not the action remembered (a file changed while the link ran).
+    pub fn build(&self, index: usize, remembered: &re::Digest) -> Built {
+        let (key, [argv, inputs, outputs]) = self
+            .jobs
+            .get(&index)
+            .ok_or("build its action: it was not remembered")?;
+        fn words(l: &[String]) -> Vec<&str> {
+            l.iter().map(String::as_str).collect()
+        }
+        let (argv, inputs, outputs) = (words(argv), words(inputs), words(outputs));
+        let shard = shard_name(&inputs, &outputs).map(|name| {
+            let bytes = std::fs::read(self.cwd.join(&name)).map_err(|e| e.to_string());
+            (name, bytes)
+        });
+        let job = [argv.as_slice(), &inputs, &outputs];
+        let (built, _) = build_one(&self.common, None, job, &self.cwd, &self.files, shard);
+        let built = built?;
+        if built.0.action_digest != *remembered {
+            // Not remembered for the next link.
+            self.known.forget(key);
+            let shard = shard_name(&inputs, &outputs).unwrap_or_default();
+            return Err(format!(
+                "its index shard {shard} or an input changed while the link ran"
+            ));
+        }
+        Ok(built)
+    }
+}
 
 impl Actions {
     /// The actions of `file`'s jobs from what `read` found, and, for each job, why it runs here
-    /// instead (None: it can run remotely).
+    /// instead (None: it can run remotely). A job `known` remembers is not built whole.
     pub fn build(
         common: &Common,
+        known: Known,
         file: &JobFile<'_>,
         cwd: &Path,
         read: Read,
     ) -> (Actions, Vec<Option<String>>) {
         // Each raw shard is dropped once its job's action is built.
-        let built: Vec<Built> = (file.jobs.par_iter().zip(read.shards.into_par_iter()))
-            .map(|(job, shard)| build_one(common, job, cwd, &read.files, shard))
-            .collect();
+        let built: Vec<(Built, Option<String>)> =
+            (file.jobs.par_iter().zip(read.shards.into_par_iter()))
+                .map(|(job, shard)| {
+                    let argv: Vec<&str> = job.command.words().map(|w| w.as_ref()).collect();
+                    let inputs: Vec<&str> = job.inputs.iter().map(|s| s.as_ref()).collect();
+                    let outputs: Vec<&str> = job.outputs.iter().map(|s| s.as_ref()).collect();
+                    let words = [argv.as_slice(), &inputs, &outputs];
+                    build_one(common, Some(&known), words, cwd, &read.files, shard)
+                })
+                .collect();
         let mut files = HashMap::new();
         let mut why = Vec::with_capacity(built.len());
         let mut jobs = Vec::with_capacity(built.len());
         let mut inputs = Vec::with_capacity(built.len());
-        for b in built {
+        let mut later = HashMap::new();
+        for (i, (b, key)) in built.into_iter().enumerate() {
             match b {
                 Ok((job, used)) => {
+                    if let Some(key) = key.filter(|_| !job.whole) {
+                        let job = &file.jobs[i];
+                        let owned =
+                            |l: &mut dyn Iterator<Item = &str>| l.map(String::from).collect();
+                        let words = [
+                            owned(&mut job.command.words().map(|w| w.as_ref())),
+                            owned(&mut job.inputs.iter().map(|w| w.as_ref())),
+                            owned(&mut job.outputs.iter().map(|w| w.as_ref())),
+                        ];
+                        later.insert(i, (key, words));
+                    }
                     inputs.push(used.iter().map(|(d, _)| d.hash.clone()).collect());
                     for (d, there) in used {
                         files.insert(d.hash.clone(), (d, there));
@@ -119,24 +187,37 @@ impl Actions {
                 }
             }
         }
+        let later = Later {
+            common: common.clone(),
+            cwd: cwd.to_path_buf(),
+            files: if later.is_empty() {
+                HashMap::new()
+            } else {
+                read.files
+            },
+            jobs: later,
+            known,
+        };
         let actions = Actions {
             jobs,
             files,
             inputs,
+            later,
         };
         (actions, why)
     }
 }
 
+/// One job's action: remembered by `known` when it has it (and then its key), else built
+/// whole (and then remembered by it).
 fn build_one(
     common: &Common,
-    job: &crate::job::parse::Job<'_>,
+    known: Option<&Known>,
+    [argv, inputs, outputs]: [&[&str]; 3],
     cwd: &Path,
     files: &HashMap<PathBuf, Found>,
     shard: Option<Shard>,
-) -> Built {
-    let inputs: Vec<&str> = job.inputs.iter().map(|s| s.as_ref()).collect();
-    let outputs: Vec<&str> = job.outputs.iter().map(|s| s.as_ref()).collect();
+) -> (Built, Option<String>) {
     // The shard's own entry: its digest, where it is, and its bytes.
     let shard = shard.map(|(name, bytes)| {
         let found = bytes
@@ -159,23 +240,44 @@ fn build_one(
                 _ => None,
             })
     {
-        return Err(format!("read its input {input}: {e}"));
+        return (Err(format!("read its input {input}: {e}")), None);
     }
-    let argv: Vec<&str> = job.command.words().map(|w| w.as_ref()).collect();
+    let key = known.and_then(|known| {
+        let digest = |input: &str| match find(&action::absolute(cwd, input)) {
+            Some(Ok((d, _))) => Some(d.hash.clone()),
+            _ => None,
+        };
+        let shard = shard.as_ref().and_then(|(_, found, _)| found.as_ref().ok());
+        let shard = shard.map(|(d, _)| d.hash.as_str());
+        let key = known.key(common, argv, inputs, outputs, &digest, shard)?;
+        Some((known, key))
+    });
+    if let Some((known, key)) = &key {
+        if let Some(job) = known.get(key, &super::known::outputs_here(cwd, outputs)) {
+            return (Ok((job, Vec::new())), Some(key.clone()));
+        }
+    }
     let shard_bytes = shard
         .as_ref()
         .and_then(|(_, _, bytes)| bytes.as_deref().ok());
     let built = action::build(
         common,
-        &argv,
-        &inputs,
-        &outputs,
+        argv,
+        inputs,
+        outputs,
         &|p: &Path| match find(p) {
             Some(Ok((d, _))) => d.clone(),
             _ => re::Digest::default(),
         },
         shard_bytes,
-    )?;
+    );
+    let built = match built {
+        Ok(built) => built,
+        Err(e) => return (Err(e), None),
+    };
+    if let Some((known, key)) = key {
+        known.remember(key, &built);
+    }
     let used = built
         .uses
         .iter()
@@ -184,5 +286,5 @@ fn build_one(
             _ => None,
         })
         .collect();
-    Ok((built, used))
+    (Ok((built, used)), None)
 }

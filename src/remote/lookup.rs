@@ -29,6 +29,9 @@ const MAX_ENTRY: usize = 3 << 20;
 const HELD: i64 = 256 << 20;
 /// Batch reads (or streamed reads of large blobs) in flight at once.
 const READS: usize = 8;
+/// The most bytes asked in one batch read: smaller batches let the first objects be written
+/// while the rest come.
+const BATCH: usize = 1 << 20;
 
 /// The link entry's action digest, and its messages: an Action whose input root holds every
 /// job's Action, by its index in the job file (servers read the Action of an action-cache
@@ -78,14 +81,8 @@ pub(super) struct Entry {
     blobs: Vec<(re::Digest, Vec<u8>)>,
 }
 
-/// A job the action cache answered, with its outputs' bytes (in the order of its outputs).
-struct Hit<'a> {
-    index: usize,
-    job: &'a JobAction,
-    files: Files,
-    worker: String,
-    data: Vec<&'a [u8]>,
-}
+/// An output to write: where it goes, and its bytes.
+type Output<'a> = (&'a std::path::Path, &'a [u8]);
 
 /// Each job's outputs in a cached result (path inside the action, digest, inline bytes).
 type Files = Vec<re::OutputFile>;
@@ -174,8 +171,9 @@ pub(super) async fn look_up(ctx: Arc<Ctx>) -> Vec<Option<End>> {
 }
 
 /// Fetches the outputs of `part`'s hits, checks them and writes them, setting their `ends`.
+/// Each hit is written as soon as its outputs have come, while the rest are fetched.
 async fn write_part(
-    ctx: &Ctx,
+    ctx: &Arc<Ctx>,
     part: Vec<(usize, Files, String)>,
     ends: &mut [Option<End>],
     lookup_seconds: f64,
@@ -184,48 +182,19 @@ async fn write_part(
         return;
     }
     let t = std::time::Instant::now();
-    let fetched = fetch(ctx, &part).await;
-    // Each hit whose outputs all came back as whole objects, with their bytes.
-    let mut hits = Vec::new();
-    for (i, files, worker) in part {
+    let (fetched, arrived) = std::sync::mpsc::channel();
+    let writer = tokio::task::spawn_blocking({
+        let ctx = ctx.clone();
+        let part: Vec<(usize, Files)> = part.iter().map(|(i, f, _)| (*i, f.clone())).collect();
+        move || write_as_fetched(&ctx, &part, arrived)
+    });
+    fetch(ctx, &part, fetched).await;
+    let written = writer.await.unwrap_or_default();
+    for ((i, files, worker), ok) in part.into_iter().zip(written) {
         let Some(job) = ctx.jobs[i].as_ref() else {
             continue;
         };
-        let Some(data) = job
-            .outputs
-            .iter()
-            .map(|(inside, _)| {
-                let file = files.iter().find(|f| &f.path == inside)?;
-                fetched.get(&file.digest.as_ref()?.hash).map(Vec::as_slice)
-            })
-            .collect::<Option<Vec<&[u8]>>>()
-        else {
-            continue;
-        };
-        if data.iter().any(|d| output::bytes_problem(d).is_some()) {
-            // A cached result that is no object: the job executes, never from the cache.
-            lock(&ctx.bad_results).insert(i);
-            continue;
-        }
-        hits.push(Hit {
-            index: i,
-            job,
-            files,
-            worker,
-            data,
-        });
-    }
-    let written = write_all(ctx, &hits);
-    for (hit, ok) in hits.into_iter().zip(written) {
-        let Hit {
-            index: i,
-            job,
-            files,
-            worker,
-            ..
-        } = hit;
         if !ok {
-            output::remove(&ctx.cwd, &ctx.outputs[i]);
             continue;
         }
         let mut info = info_of(job);
@@ -250,32 +219,98 @@ async fn write_part(
     }
 }
 
-/// Writes each hit's outputs, whole or not at all, on every core; whether each hit's were all
-/// written. None is once the link is cancelled.
-fn write_all(ctx: &Ctx, hits: &[Hit<'_>]) -> Vec<bool> {
+/// Writes each hit of `part` once every output it has came through `arrived` (blobs by
+/// digest), each whole or not at all, on every core; whether each hit's were all written. A
+/// hit whose outputs did not all come, or that came once the link was cancelled, is not
+/// written; one whose output is no object is not written, and executes, never from the cache.
+fn write_as_fetched(
+    ctx: &Ctx,
+    part: &[(usize, Files)],
+    arrived: std::sync::mpsc::Receiver<Vec<(String, Vec<u8>)>>,
+) -> Vec<bool> {
     let not_cancelled = || match *ctx.cancelled.borrow() {
         true => Err(std::io::Error::other("cancelled")),
         false => Ok(()),
     };
-    hits.par_iter()
-        .map(|hit| {
-            hit.job
-                .outputs
+    // Each hit's outputs: where each goes, and the digest it must have.
+    let outputs: Vec<Option<Vec<(&std::path::Path, &str)>>> = part
+        .iter()
+        .map(|(i, files)| {
+            let job = ctx.jobs[*i].as_ref()?;
+            job.outputs
                 .iter()
-                .zip(&hit.data)
-                .all(|((_, here), bytes)| write_whole(here, bytes, 0o666, not_cancelled).is_ok())
+                .map(|(inside, here)| {
+                    let file = files.iter().find(|f| &f.path == inside)?;
+                    Some((here.as_path(), file.digest.as_ref()?.hash.as_str()))
+                })
+                .collect()
         })
-        .collect()
+        .collect();
+    let mut waiting: HashMap<&str, Vec<usize>> = HashMap::new();
+    for (k, outs) in outputs.iter().enumerate() {
+        for (_, hash) in outs.iter().flatten() {
+            waiting.entry(hash).or_default().push(k);
+        }
+    }
+    let mut have: HashMap<String, Vec<u8>> = HashMap::new();
+    let mut written = vec![false; part.len()];
+    for blobs in arrived {
+        let mut ready = Vec::new();
+        for (hash, bytes) in blobs {
+            for &k in waiting.get(hash.as_str()).into_iter().flatten() {
+                ready.push(k);
+            }
+            have.insert(hash, bytes);
+        }
+        ready.sort_unstable();
+        ready.dedup();
+        let ready: Vec<(usize, Vec<Output<'_>>)> = ready
+            .into_iter()
+            .filter_map(|k| {
+                let outs = outputs[k].as_ref()?;
+                let data = outs
+                    .iter()
+                    .map(|(here, hash)| Some((*here, have.get(*hash)?.as_slice())))
+                    .collect::<Option<Vec<_>>>()?;
+                Some((k, data))
+            })
+            .collect();
+        let done: Vec<(usize, bool)> = ready
+            .par_iter()
+            .filter_map(|(k, data)| {
+                if data.iter().any(|(_, d)| output::bytes_problem(d).is_some()) {
+                    // A cached result that is no object: the job executes, never from the cache.
+                    lock(&ctx.bad_results).insert(part[*k].0);
+                    return None;
+                }
+                let ok = data
+                    .iter()
+                    .all(|(here, bytes)| write_whole(here, bytes, 0o666, not_cancelled).is_ok());
+                if !ok {
+                    output::remove(&ctx.cwd, &ctx.outputs[part[*k].0]);
+                }
+                Some((*k, ok))
+            })
+            .collect();
+        for (k, ok) in done {
+            written[k] = ok;
+        }
+    }
+    written
 }
 
-/// Every output the hits need, by digest: inline ones as given, the rest read in batches (and
-/// one by one beyond the batch limit), several calls in flight. A blob that cannot be read is
-/// left out: its job is then a miss.
-async fn fetch(ctx: &Ctx, part: &[(usize, Files, String)]) -> HashMap<String, Vec<u8>> {
-    let mut have: HashMap<String, Vec<u8>> = HashMap::new();
+/// Every output the hits need, by digest, sent through `fetched` as it comes:
+/// inline ones as given, the rest read in batches (and one by one beyond the batch limit),
+/// several calls in flight. A blob that cannot be read is left out: its job is then a miss.
+async fn fetch(
+    ctx: &Ctx,
+    part: &[(usize, Files, String)],
+    fetched: std::sync::mpsc::Sender<Vec<(String, Vec<u8>)>>,
+) {
     let mut asked = std::collections::HashSet::new();
     let mut small: Vec<re::Digest> = Vec::new();
     let mut large: Vec<re::Digest> = Vec::new();
+    let mut inline = Vec::new();
     for file in part.iter().flat_map(|(_, files, _)| files) {
         let Some(d) = &file.digest else { continue };
         if !asked.insert(d.hash.clone()) {
@@ -283,7 +318,7 @@ async fn fetch(ctx: &Ctx, part: &[(usize, Files, String)]) -> HashMap<String, Ve
         }
         if !file.contents.is_empty() || d.size_bytes == 0 {
             if file.contents.len() as i64 == d.size_bytes {
-                have.insert(d.hash.clone(), file.contents.clone());
+                inline.push((d.hash.clone(), file.contents.clone()));
             }
             continue;
         }
@@ -292,9 +327,11 @@ async fn fetch(ctx: &Ctx, part: &[(usize, Files, String)]) -> HashMap<String, Ve
             _ => large.push(d.clone()),
         }
     }
-    // Batches of about a quarter of the limit each, and the large blobs one by one: READS
-    // calls in flight.
-    let quarter = (ctx.client.max_batch / 4).max(1);
+    let mut downloaded = 0;
+    let _ = fetched.send(inline);
+    // Batches of at most BATCH (and of about a quarter of the server's limit), and the large
+    // blobs one by one: READS calls in flight, each written as it comes.
+    let quarter = (ctx.client.max_batch / 4).clamp(1, BATCH);
     let mut reads: Vec<Vec<re::Digest>> = Vec::new();
     let mut size = usize::MAX;
     for d in small {
@@ -328,17 +365,18 @@ async fn fetch(ctx: &Ctx, part: &[(usize, Files, String)]) -> HashMap<String, Ve
         let Some(done) = calls.join_next().await else {
             break;
         };
-        for (d, data) in done.unwrap_or_default() {
-            if data.len() as i64 == d.size_bytes {
-                have.insert(d.hash, data);
-            }
-        }
+        let blobs: Vec<(String, Vec<u8>)> = done
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|(d, data)| data.len() as i64 == d.size_bytes)
+            .map(|(d, data)| (d.hash, data))
+            .collect();
+        downloaded += blobs.iter().map(|(_, d)| d.len() as u64).sum::<u64>();
+        let _ = fetched.send(blobs);
     }
-    ctx.counters.downloaded_bytes.fetch_add(
-        have.values().map(|d| d.len() as u64).sum(),
-        Ordering::Relaxed,
-    );
-    have
+    ctx.counters
+        .downloaded_bytes
+        .fetch_add(downloaded, Ordering::Relaxed);
 }
 
 fn without_contents(file: re::OutputFile) -> re::OutputFile {

@@ -10,6 +10,7 @@ pub(crate) mod action;
 mod actions;
 mod digests;
 mod identity;
+mod known;
 mod lookup;
 mod probe;
 pub(crate) mod reapi;

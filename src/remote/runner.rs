@@ -12,7 +12,9 @@ use crate::job::parse::JobFile;
 use crate::remote::action::{Common, JobAction};
 use crate::remote::actions::Actions;
 use crate::remote::digests::Memo;
+use crate::remote::known::Known;
 use crate::remote::reapi::{self, Client, Executed, Target};
+use crate::report::history::ACTIONS;
 use bazel_remote_apis::build::bazel::remote::execution::v2 as re;
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -105,6 +107,8 @@ pub(super) struct Ctx {
     files: HashMap<String, (re::Digest, PathBuf)>,
     /// Each job's input files, by digest.
     inputs: Vec<Vec<String>>,
+    /// What building the jobs remembered (not whole) takes, should they execute.
+    later: super::actions::Later,
     uploaded: tokio::sync::OnceCell<Result<(), String>>,
     pub(super) cache: bool,
     /// Whether the server takes action-cache updates (for the link's entry).
@@ -168,6 +172,11 @@ impl Remote {
             }
         };
         let memo = Memo::load(options.memo.clone());
+        // Only with the action cache: a job remembered is built again to execute.
+        let known = match options.cache {
+            true => Known::load(options.memo.as_ref().map(|p| p.with_extension(ACTIONS))),
+            false => Known::default(),
+        };
         let read = super::actions::read(file, cwd, &memo);
         let identity = joined(identity);
         let common = Common {
@@ -178,7 +187,7 @@ impl Remote {
             cache: options.cache,
             by_content: options.by_content,
         };
-        let (actions, why) = Actions::build(&common, file, cwd, read);
+        let (actions, why) = Actions::build(&common, known, file, cwd, read);
         let mut warnings = Vec::new();
         if let Err(e) = memo.save() {
             warnings.push(format!("remember the inputs' digests: {e}"));
@@ -191,6 +200,7 @@ impl Remote {
             jobs: actions.jobs,
             files: actions.files,
             inputs: actions.inputs,
+            later: actions.later,
             uploaded: tokio::sync::OnceCell::new(),
             cache: options.cache,
             cache_updates,
@@ -299,6 +309,9 @@ impl Remote {
             uploaded_blobs: c.uploaded_blobs.load(Ordering::Relaxed),
             downloaded_bytes: c.downloaded_bytes.load(Ordering::Relaxed),
         };
+        if let Err(e) = self.ctx.later.known.save() {
+            lock(&self.warnings).push(format!("remote: remember the jobs' actions: {e}"));
+        }
         if !*self.ctx.cancelled.borrow() {
             let ctx = self.ctx.clone();
             let remembered = self.rt.block_on(async move {
@@ -378,26 +391,42 @@ async fn upload_all(ctx: &Ctx) -> Result<(), String> {
     let mut all: Vec<re::Digest> = Vec::new();
     let mut seen = HashSet::new();
     let hits = lock(&ctx.hits).clone();
-    let to_run = ctx
-        .jobs
+    let to_run: Vec<usize> = (0..ctx.jobs.len()).filter(|i| !hits.contains(i)).collect();
+    // The jobs remembered from the last link are built whole now, on every core.
+    let rebuilt: Vec<(JobAction, Vec<(re::Digest, PathBuf)>)> =
+        tokio::task::block_in_place(|| {
+            use rayon::prelude::*;
+            to_run
+                .par_iter()
+                .filter_map(|&i| Some((i, ctx.jobs[i].as_ref().filter(|j| !j.whole)?)))
+                .map(|(i, job)| {
+                    let input = format!("job {i}");
+                    ctx.later
+                        .build(i, &job.action_digest)
+                        .map_err(|e| format!("build the action of {input}: {e}"))
+                })
+                .collect::<Result<_, String>>()
+        })?;
+    let mut files: HashMap<&String, &(re::Digest, PathBuf)> = ctx.files.iter().collect();
+    let mut used: HashSet<&String> = to_run.iter().flat_map(|&i| &ctx.inputs[i]).collect();
+    for (_, uses) in &rebuilt {
+        for found in uses {
+            files.insert(&found.0.hash, found);
+            used.insert(&found.0.hash);
+        }
+    }
+    let whole = to_run
         .iter()
-        .enumerate()
-        .filter(|(i, _)| !hits.contains(i))
-        .filter_map(|(_, j)| j.as_ref());
-    let used: HashSet<&String> = ctx
-        .inputs
-        .iter()
-        .enumerate()
-        .filter(|(i, _)| !hits.contains(i))
-        .flat_map(|(_, hashes)| hashes)
-        .collect();
-    for (digest, bytes) in to_run.flat_map(|j| j.blobs.iter()) {
+        .filter_map(|&i| ctx.jobs[i].as_ref())
+        .filter(|j| j.whole)
+        .chain(rebuilt.iter().map(|(j, _)| j));
+    for (digest, bytes) in whole.flat_map(|j| j.blobs.iter()) {
         if seen.insert(digest.hash.clone()) {
             blobs.insert(digest.hash.clone(), bytes);
             all.push(digest.clone());
         }
     }
-    for (digest, _) in ctx.files.values() {
+    for (digest, _) in files.values() {
         if used.contains(&digest.hash) && seen.insert(digest.hash.clone()) {
             all.push(digest.clone());
         }
@@ -420,7 +449,7 @@ async fn upload_all(ctx: &Ctx) -> Result<(), String> {
         let data = match blobs.get(&digest.hash) {
             Some(b) => b.to_vec(),
             None => {
-                let Some((_, path)) = ctx.files.get(&digest.hash) else {
+                let Some((_, path)) = files.get(&digest.hash) else {
                     continue;
                 };
                 let data =

@@ -82,6 +82,9 @@ pub fn stem(cwd: &std::path::Path, linker_output: &str) -> String {
 /// The extension of the input digests kept beside each history file (remote/digests.rs).
 pub const DIGESTS: &str = "digests";
 
+/// The extension of the jobs' actions kept beside each history file (remote/known.rs).
+pub const ACTIONS: &str = "actions";
+
 /// A module's name as it stays from link to link: lld names an archive member it extracts
 /// `lib.a(m.o at 80).4.1D36.o`, where `.4.1D36.o` is a counter and lld's pid in hex, and ` at
 /// 80` the member's offset, which moves when an earlier member changes size: `lib.a(m.o)`.
@@ -280,6 +283,7 @@ impl History {
         write_whole(self.path.as_std_path(), &bytes, 0o666, || Ok(()))?;
         trim(dir, "json", MAX_FILES);
         trim(dir, DIGESTS, MAX_FILES);
+        trim(dir, ACTIONS, MAX_FILES);
         Ok(())
     }
 }

@@ -12,6 +12,7 @@ mod link;
 mod recipes;
 mod record;
 mod remote;
+mod remote_known;
 mod scheduler;
 mod tls;
 mod windows;

@@ -128,7 +128,7 @@ impl Farm {
     }
 
     /// The options a link needs to use this farm.
-    fn args(&self) -> Vec<String> {
+    pub fn args(&self) -> Vec<String> {
         vec![
             format!("--remote={}", self.url()),
             "--remote-instance=main".into(),
@@ -152,7 +152,7 @@ impl Drop for Farm {
 }
 
 /// Links with the farm, a report and these extra distributor arguments.
-fn link(
+pub fn link(
     space: &Space,
     farm_args: &[String],
     extra: &[&str],
@@ -261,7 +261,7 @@ fn every_job_of_a_link_with_archives_and_parent_directory_inputs_runs_on_a_worke
 }
 
 /// Each job's reason for not coming from the action cache ("" when it did).
-fn misses(report: &Value) -> Vec<String> {
+pub fn misses(report: &Value) -> Vec<String> {
     each_job(report, "/remote/miss")
 }
 

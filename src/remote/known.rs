@@ -1,0 +1,404 @@
+//! Known: each job's action, remembered from one link of an output to the next by everything it
+//! is built from (this program, the compiler, the options, the command, each input's digest and
+//! the index shard's bytes as lld wrote them), so that an unchanged job's shard is not rewritten
+//! and its action not built again just to look it up. A job remembered is built whole only if
+//! it executes.
+//!
+//! It knows one text file per (directory, linker output) beside the history, holding the last
+//! link's jobs only, and only jobs keyed by content, whose actions do not hold lld's per-link
+//! names. A missing, unreadable or stale file, or a line it cannot read, only means actions
+//! built again. It does not read files or know servers.
+
+use super::action::{self, Common, JobAction};
+use crate::job::outcome::Ingredients;
+use bazel_remote_apis::build::bazel::remote::execution::v2 as re;
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+/// The first line of the file; another one means a file of another layout, read as empty.
+const HEADER: &str = "dtlto-bridge actions 1";
+
+/// What a job's action is, as the lookup and the report need it (not what executing it needs).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Entry {
+    action: String,
+    size: i64,
+    /// Each output's path in the action's result, in the job's order.
+    outputs: Vec<String>,
+    summaries_kept: Option<String>,
+    ingredients: Ingredients,
+}
+
+/// The actions remembered for one linker output, and those of this link.
+#[derive(Default)]
+pub struct Known {
+    /// Where they are kept (None: nothing is remembered).
+    path: Option<PathBuf>,
+    /// What identifies this program's build: a rebuilt one may build other actions.
+    program: String,
+    known: HashMap<String, Entry>,
+    /// This link's jobs that may be remembered, by key.
+    now: Mutex<HashMap<String, Entry>>,
+}
+
+impl Known {
+    /// The actions kept at `path` (nothing when None, unreadable, or when this program's own
+    /// file cannot be found).
+    pub fn load(path: Option<PathBuf>) -> Known {
+        let Some(program) = program_identity() else {
+            return Known::default();
+        };
+        let known = path
+            .as_deref()
+            .and_then(|p| std::fs::read_to_string(p).ok())
+            .map(|text| parse(&text))
+            .unwrap_or_default();
+        Known {
+            path,
+            program,
+            known,
+            now: Mutex::default(),
+        }
+    }
+
+    /// The key of a job's action, when the job can be remembered: its own object and shard are
+    /// the only names lld gives per link (`action::canonical`), and every input and the shard
+    /// were read. `digest` gives an input's digest, `shard` is the digest of the shard as read.
+    pub fn key(
+        &self,
+        common: &Common,
+        argv: &[&str],
+        inputs: &[&str],
+        outputs: &[&str],
+        digest: &dyn Fn(&str) -> Option<String>,
+        shard: Option<&str>,
+    ) -> Option<String> {
+        self.path.as_ref()?;
+        let shard = shard?;
+        let (new_out, new_shard) = action::canonical(argv, inputs, outputs)?;
+        let out = outputs[0];
+        let shard_name = format!("{out}.thinlto.bc");
+        let index_flag = format!("-fthinlto-index={shard_name}");
+        let new_index_flag = format!("-fthinlto-index={new_shard}");
+        let mut h = Words::default();
+        h.word(HEADER);
+        h.word(&self.program);
+        h.word(&common.cwd.to_string_lossy());
+        let flags = (common.root_is_slash, common.by_content, common.cache);
+        h.word(&format!("{flags:?}"));
+        h.word(&common.identity);
+        h.list(
+            common
+                .platform
+                .iter()
+                .flat_map(|(k, v)| [k.as_str(), v.as_str()]),
+        );
+        h.list(argv.iter().map(|w| match *w {
+            w if w == out => new_out.as_str(),
+            w if w == index_flag => new_index_flag.as_str(),
+            w => w,
+        }));
+        for input in inputs {
+            if *input == shard_name {
+                h.word("<shard>");
+                h.word(shard);
+            } else {
+                h.word(input);
+                h.word(&digest(input)?);
+            }
+        }
+        Some(h.finish())
+    }
+
+    /// The job remembered under `key`, as a JobAction that is not whole (`outputs` are where
+    /// the job's outputs go here).
+    pub fn get(&self, key: &str, outputs: &[PathBuf]) -> Option<JobAction> {
+        let entry = self.known.get(key)?;
+        if entry.outputs.len() != outputs.len() {
+            return None;
+        }
+        crate::fsutil::lock(&self.now).insert(key.to_string(), entry.clone());
+        Some(JobAction {
+            action_digest: re::Digest {
+                hash: entry.action.clone(),
+                size_bytes: entry.size,
+            },
+            blobs: Vec::new(),
+            outputs: entry
+                .outputs
+                .iter()
+                .cloned()
+                .zip(outputs.to_vec())
+                .collect(),
+            uses: Vec::new(),
+            by_name: None,
+            summaries_kept: entry.summaries_kept.clone(),
+            ingredients: entry.ingredients.clone(),
+            whole: false,
+        })
+    }
+
+    /// Remembers `job`, built whole, under `key` (a job keyed by names is not remembered).
+    pub fn remember(&self, key: String, job: &JobAction) {
+        if job.by_name.is_some() {
+            return;
+        }
+        let entry = Entry {
+            action: job.action_digest.hash.clone(),
+            size: job.action_digest.size_bytes,
+            outputs: job
+                .outputs
+                .iter()
+                .map(|(inside, _)| inside.clone())
+                .collect(),
+            summaries_kept: job.summaries_kept.clone(),
+            ingredients: job.ingredients.clone(),
+        };
+        crate::fsutil::lock(&self.now).insert(key, entry);
+    }
+
+    /// Forgets the job remembered under `key`: it was not what it is now.
+    pub fn forget(&self, key: &str) {
+        crate::fsutil::lock(&self.now).remove(key);
+    }
+
+    /// Keeps this link's actions for the next link of the output, when they differ from those
+    /// it found; an error only says they could not be written.
+    pub fn save(&self) -> std::io::Result<()> {
+        let Some(path) = &self.path else {
+            return Ok(());
+        };
+        let now = crate::fsutil::lock(&self.now);
+        if *now == self.known && crate::fsutil::touch(path).is_ok() {
+            // Only marked as used, for the trim.
+            return Ok(());
+        }
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        crate::fsutil::write_whole(path, format(&now)?.as_bytes(), 0o666, || Ok(()))
+    }
+}
+
+/// A digest of words, each taken with its length so that no two lists give the same bytes.
+#[derive(Default)]
+struct Words(sha2::Sha256);
+
+impl Words {
+    fn word(&mut self, w: &str) {
+        use sha2::Digest;
+        self.0.update((w.len() as u64).to_le_bytes());
+        self.0.update(w.as_bytes());
+    }
+
+    fn list<'a>(&mut self, words: impl Iterator<Item = &'a str>) {
+        let words: Vec<&str> = words.collect();
+        self.word(&words.len().to_string());
+        for w in words {
+            self.word(w);
+        }
+    }
+
+    fn finish(self) -> String {
+        use sha2::Digest;
+        crate::fsutil::hex(&self.0.finalize())
+    }
+}
+
+/// This program's file, by its identity (device, inode, size, modification time): a build of
+/// it with another action layout is another file.
+fn program_identity() -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(std::env::current_exe().ok()?).ok()?;
+    Some(format!(
+        "{} {} {} {}.{:09} {}",
+        m.dev(),
+        m.ino(),
+        m.size(),
+        m.mtime(),
+        m.mtime_nsec(),
+        env!("CARGO_PKG_VERSION")
+    ))
+}
+
+/// The header, then a line per job, `KEY JSON`, sorted.
+fn format(entries: &HashMap<String, Entry>) -> std::io::Result<String> {
+    let mut lines = entries
+        .iter()
+        .map(|(key, e)| Ok(format!("{key} {}", serde_json::to_string(e)?)))
+        .collect::<Result<Vec<String>, serde_json::Error>>()?;
+    lines.sort();
+    let mut text = format!("{HEADER}\n");
+    for line in lines {
+        text.push_str(&line);
+        text.push('\n');
+    }
+    Ok(text)
+}
+
+fn parse(text: &str) -> HashMap<String, Entry> {
+    let Some((HEADER, rest)) = text.split_once('\n') else {
+        return HashMap::new();
+    };
+    rest.par_lines()
+        .filter_map(|line| {
+            let (key, json) = line.split_once(' ')?;
+            Some((key.to_string(), serde_json::from_str(json).ok()?))
+        })
+        .collect()
+}
+
+/// Where a job's outputs go here: each output against the linker's directory.
+pub fn outputs_here(cwd: &Path, outputs: &[&str]) -> Vec<PathBuf> {
+    outputs.iter().map(|o| action::absolute(cwd, o)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn common() -> Common {
+        Common {
+            cwd: "/b".into(),
+            root_is_slash: false,
+            identity: "clang".into(),
+            platform: vec![],
+            cache: true,
+            by_content: true,
+        }
+    }
+
+    fn known() -> Known {
+        Known {
+            path: Some("/nowhere/x.actions".into()),
+            program: "p".into(),
+            ..Known::default()
+        }
+    }
+
+    fn key_of(k: &Known, out: &str, input_digest: &str, shard: &str) -> Option<String> {
+        let shard_name = format!("{out}.thinlto.bc");
+        let index = format!("-fthinlto-index={shard_name}");
+        let argv = ["clang", "-c", "m.o", &index, "-o", out];
+        let digest = |i: &str| (i == "m.o").then(|| input_digest.to_string());
+        k.key(
+            &common(),
+            &argv,
+            &["m.o", &shard_name],
+            &[out],
+            &digest,
+            Some(shard),
+        )
+    }
+
+    #[test]
+    fn the_key_does_not_hold_lld_s_per_link_names_but_holds_every_content() {
+        let k = known();
+        let a = key_of(&k, "m.1.111.native.o", "d1", "s1").unwrap();
+        assert_eq!(key_of(&k, "m.2.222.native.o", "d1", "s1").unwrap(), a);
+        assert_ne!(key_of(&k, "m.1.111.native.o", "d2", "s1").unwrap(), a);
+        assert_ne!(key_of(&k, "m.1.111.native.o", "d1", "s2").unwrap(), a);
+        // Another directory for the object is another action.
+        assert_ne!(key_of(&k, "o/m.1.111.native.o", "d1", "s1").unwrap(), a);
+        let other = Known {
+            program: "q".into(),
+            ..known()
+        };
+        assert_ne!(key_of(&other, "m.1.111.native.o", "d1", "s1").unwrap(), a);
+        // An input or the shard not read: no key.
+        let argv = [
+            "clang",
+            "m.o",
+            "-fthinlto-index=obj1.thinlto.bc",
+            "-o",
+            "obj1",
+        ];
+        let inputs = ["m.o", "obj1.thinlto.bc"];
+        let some = |_: &str| Some("d".to_string());
+        let none = |_: &str| None;
+        assert!(k
+            .key(&common(), &argv, &inputs, &["obj1"], &some, Some("s"))
+            .is_some());
+        assert_eq!(
+            k.key(&common(), &argv, &inputs, &["obj1"], &none, Some("s")),
+            None
+        );
+        assert_eq!(
+            k.key(&common(), &argv, &inputs, &["obj1"], &some, None),
+            None
+        );
+        // Nothing kept: no key.
+        let off = Known::default();
+        assert_eq!(key_of(&off, "m.1.111.native.o", "d1", "s1"), None);
+    }
+
+    #[test]
+    fn a_job_whose_command_names_its_object_elsewhere_is_not_remembered() {
+        let k = known();
+        let argv = [
+            "clang",
+            "m.o",
+            "-fthinlto-index=obj1.thinlto.bc",
+            "-o",
+            "obj1",
+            "-Dobj1",
+        ];
+        let inputs = ["m.o", "obj1.thinlto.bc"];
+        let digest = |_: &str| Some("d".to_string());
+        assert_eq!(
+            k.key(&common(), &argv, &inputs, &["obj1"], &digest, Some("s")),
+            None
+        );
+    }
+
+    #[test]
+    fn the_file_round_trips_and_bad_lines_are_dropped() {
+        let entry = Entry {
+            action: "ab".into(),
+            size: 12,
+            outputs: vec!["dtlto-job.native.o".into()],
+            summaries_kept: Some("why".into()),
+            ingredients: Ingredients::from([("compiler".to_string(), "c".to_string())]),
+        };
+        let entries = HashMap::from([("k1".to_string(), entry.clone())]);
+        let text = format(&entries).unwrap();
+        assert_eq!(parse(&text), entries);
+        assert_eq!(parse(&format!("{text}k2 {{not json\nk3\n")), entries);
+        assert!(parse(&text.replace(HEADER, "dtlto-bridge actions 0")).is_empty());
+    }
+
+    #[test]
+    fn a_remembered_job_comes_back_not_whole_with_its_outputs_here() {
+        let k = known();
+        let entry = Entry {
+            action: "ab".into(),
+            size: 12,
+            outputs: vec!["dtlto-job.native.o".into()],
+            summaries_kept: None,
+            ingredients: Ingredients::new(),
+        };
+        let k = Known {
+            known: HashMap::from([("k".to_string(), entry.clone())]),
+            ..k
+        };
+        let here = outputs_here(Path::new("/b"), &["m.1.9.native.o"]);
+        let job = k.get("k", &here).unwrap();
+        assert!(!job.whole && job.blobs.is_empty());
+        assert_eq!(job.action_digest.hash, "ab");
+        assert_eq!(
+            job.outputs,
+            vec![(
+                "dtlto-job.native.o".to_string(),
+                PathBuf::from("/b/m.1.9.native.o")
+            )]
+        );
+        // Two outputs where one was remembered: not this job.
+        assert!(k.get("k", &[here[0].clone(), here[0].clone()]).is_none());
+        assert!(k.get("other", &here).is_none());
+        // What was used is kept for the next link.
+        assert_eq!(crate::fsutil::lock(&k.now).get("k"), Some(&entry));
+    }
+}

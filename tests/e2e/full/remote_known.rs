@@ -1,0 +1,113 @@
+//! Jobs' actions remembered from one link to the next (remote/known.rs), against a real REAPI
+//! server: a relink takes them without building them again, and a job remembered that the
+//! action cache no longer holds is built whole and executes.
+
+use super::remote::{link, misses, ran, Farm};
+use crate::space::*;
+use std::fs;
+
+/// The file of the link's remembered actions (`<stem>.actions` in the history).
+fn history_file(space: &Space) -> std::path::PathBuf {
+    let files: Vec<_> = fs::read_dir(space.tmp.with_file_name("history"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "actions"))
+        .collect();
+    let [file] = files.as_slice() else {
+        panic!("one actions file, not {files:?}")
+    };
+    file.clone()
+}
+
+/// The action digests of these lines, sorted.
+fn actions(lines: &[String]) -> Vec<String> {
+    let mut actions: Vec<String> = lines
+        .iter()
+        .map(|l| {
+            let json: serde_json::Value =
+                serde_json::from_str(l.split_once(' ').unwrap().1).unwrap();
+            json["action"].as_str().unwrap().to_string()
+        })
+        .collect();
+    actions.sort();
+    actions
+}
+
+/// The lines of the link's remembered actions.
+fn remembered(space: &Space) -> Vec<String> {
+    let text = fs::read_to_string(history_file(space)).unwrap();
+    let mut lines = text.lines();
+    assert_eq!(lines.next(), Some("dtlto-bridge actions 1"), "{text}");
+    lines.map(String::from).collect()
+}
+
+#[test]
+fn a_remembered_job_comes_from_the_cache_or_when_the_cache_lost_it_is_built_and_executes() {
+    let space = Space::new();
+    let inputs = space.hello();
+    let first = Farm::start(1, &[]);
+    let (out, report) = link(&space, &first.args(), &[], &inputs);
+    assert_linked(&out);
+    assert_eq!(ran(&report), ["remote"; 5], "{}", stderr(&out));
+    // Every job, each keyed by content.
+    let lines = remembered(&space);
+    assert_eq!(lines.len(), 5, "{lines:?}");
+    let (out, report) = link(&space, &first.args(), &[], &inputs);
+    assert_linked(&out);
+    assert_eq!(space.run_program("prog"), HELLO);
+    assert_eq!(ran(&report), ["remote cache"; 5], "{}", stderr(&out));
+    assert_eq!(first.executed().len(), 5);
+    // The same actions (the keys of the jobs that name a member lld extracted from libmul.a
+    // change: the member's name holds lld's pid).
+    assert_eq!(actions(&remembered(&space)), actions(&lines));
+
+    // add.o's job remembered with another action (a file edited by hand): its lookup misses,
+    // and building it whole shows the difference; it runs here, and is not remembered so again.
+    let file = history_file(&space);
+    let text = fs::read_to_string(&file).unwrap();
+    let line = text.find("the module add.o").unwrap();
+    let at = text[..line].rfind("\"action\":\"").unwrap() + 10;
+    let wrong = if &text[at..at + 1] == "0" { "1" } else { "0" };
+    let tampered = format!("{}{wrong}{}", &text[..at], &text[at + 1..]);
+    let bad = tampered[at..at + 64].to_string();
+    fs::write(&file, &tampered).unwrap();
+    let (out, report) = link(&space, &first.args(), &[], &inputs);
+    assert_linked(&out);
+    assert_eq!(space.run_program("prog"), HELLO);
+    let mut ran_where = ran(&report);
+    ran_where.sort();
+    assert_eq!(
+        ran_where,
+        [
+            "fallback",
+            "remote cache",
+            "remote cache",
+            "remote cache",
+            "remote cache"
+        ],
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        stderr(&out).contains("changed while the link ran"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!fs::read_to_string(&file).unwrap().contains(&bad));
+    drop(first);
+
+    // A new server, its action cache empty: the remembered jobs are built whole and execute
+    // there, with the same actions as before (so no miss is put down to a change).
+    let second = Farm::start(1, &[]);
+    let (out, report) = link(&space, &second.args(), &[], &inputs);
+    assert_linked(&out);
+    assert_eq!(space.run_program("prog"), HELLO);
+    assert_eq!(ran(&report), ["remote"; 5], "{}", stderr(&out));
+    assert_eq!(second.executed().len(), 5);
+    assert_eq!(
+        misses(&report),
+        ["the same action as in the last link here, whose result the server no longer has"; 5],
+        "{}",
+        stderr(&out)
+    );
+}
