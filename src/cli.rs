@@ -330,14 +330,14 @@ pub struct RunArgs {
     pub order: Order,
 
     /// Where to remember each module's job duration between links, to start the longest first,
-    /// what went into its remote action, to say why it missed the cache, and input files'
-    /// digests, not to read unchanged inputs again
+    /// what went into its remote action, to say why it missed the cache, input files' digests,
+    /// not to read unchanged inputs again, and each job's action, not to build it again
     /// [default: $XDG_CACHE_HOME/dtlto-bridge, else ~/.cache/dtlto-bridge].
     #[arg(long, value_name = "DIR", env = "DTLTO_BRIDGE_HISTORY", value_parser = user_path)]
     pub history: Option<Utf8PathBuf>,
 
     /// Neither use nor update the history (order by input bytes alone; cache misses unexplained;
-    /// remote links read every input again).
+    /// remote links read every input again and build every action).
     #[arg(long, env = "DTLTO_BRIDGE_NO_HISTORY", value_parser = clap::builder::BoolishValueParser::new())]
     pub no_history: bool,
 

@@ -88,7 +88,7 @@ pub fn read(file: &JobFile<'_>, cwd: &Path, memo: &Memo) -> Read {
 
 /// One job's action, or why it runs here; and the files it uses, by digest (none for a job
 /// remembered, not whole).
-type Built = Result<(JobAction, Vec<(re::Digest, PathBuf)>), String>;
+pub type Built = Result<(JobAction, Vec<(re::Digest, PathBuf)>), String>;
 
 /// What building a remembered job whole takes, should it execute: each input file as read, and
 /// each remembered job's command, inputs and outputs.
@@ -106,10 +106,8 @@ impl Later {
     /// Job `index`'s action built whole, with the files it uses, its shard read again; an
     /// error when it is not the action remembered (a file changed while the link ran).
     pub fn build(&self, index: usize, remembered: &re::Digest) -> Built {
-        let (key, [argv, inputs, outputs]) = self
-            .jobs
-            .get(&index)
-            .ok_or("build its action: it was not remembered")?;
+        let (key, [argv, inputs, outputs]) =
+            self.jobs.get(&index).ok_or("it was not remembered")?;
         fn words(l: &[String]) -> Vec<&str> {
             l.iter().map(String::as_str).collect()
         }
@@ -124,9 +122,10 @@ impl Later {
         if built.0.action_digest != *remembered {
             // Not remembered for the next link.
             self.known.forget(key);
-            let shard = shard_name(&inputs, &outputs).unwrap_or_default();
             return Err(format!(
-                "its index shard {shard} or an input changed while the link ran"
+                "it is not the action remembered from the last link (its index shard {} or an \
+                 input changed while the link ran, or the remembered actions are wrong)",
+                shard_name(&inputs, &outputs).unwrap_or_default()
             ));
         }
         Ok(built)

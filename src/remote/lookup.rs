@@ -327,7 +327,7 @@ async fn fetch(
             _ => large.push(d.clone()),
         }
     }
-    let mut downloaded = 0;
+    let mut downloaded: u64 = inline.iter().map(|(_, d)| d.len() as u64).sum();
     let _ = fetched.send(inline);
     // Batches of at most BATCH (and of about a quarter of the server's limit), and the large
     // blobs one by one: READS calls in flight, each written as it comes.

@@ -124,6 +124,8 @@ pub(super) struct Ctx {
     pub(super) entry_found: AtomicBool,
     /// Jobs whose cached result was no good: they execute, never from the cache.
     pub(super) bad_results: Mutex<HashSet<usize>>,
+    /// Jobs remembered from the last link that could not be built whole again, and why.
+    unbuilt: Mutex<HashMap<usize, String>>,
     /// Jobs that came from the lookup: their inputs need not be uploaded.
     hits: Mutex<HashSet<usize>>,
     /// Each job's outputs as the server holds them, once it has them (for the link's entry).
@@ -206,6 +208,7 @@ impl Remote {
             cache_updates,
             entry_found: AtomicBool::new(false),
             bad_results: Mutex::default(),
+            unbuilt: Mutex::default(),
             hits: Mutex::default(),
             results: Mutex::new(vec![None; n]),
             cwd: cwd.to_path_buf(),
@@ -392,21 +395,26 @@ async fn upload_all(ctx: &Ctx) -> Result<(), String> {
     let mut seen = HashSet::new();
     let hits = lock(&ctx.hits).clone();
     let to_run: Vec<usize> = (0..ctx.jobs.len()).filter(|i| !hits.contains(i)).collect();
-    // The jobs remembered from the last link are built whole now, on every core.
-    let rebuilt: Vec<(JobAction, Vec<(re::Digest, PathBuf)>)> =
-        tokio::task::block_in_place(|| {
-            use rayon::prelude::*;
-            to_run
-                .par_iter()
-                .filter_map(|&i| Some((i, ctx.jobs[i].as_ref().filter(|j| !j.whole)?)))
-                .map(|(i, job)| {
-                    let input = format!("job {i}");
-                    ctx.later
-                        .build(i, &job.action_digest)
-                        .map_err(|e| format!("build the action of {input}: {e}"))
-                })
-                .collect::<Result<_, String>>()
-        })?;
+    // The jobs remembered from the last link are built whole now, on every core; one that
+    // cannot be (it is not what was remembered) fails alone, and runs here.
+    let rebuilt: Vec<(usize, super::actions::Built)> = tokio::task::block_in_place(|| {
+        use rayon::prelude::*;
+        to_run
+            .par_iter()
+            .filter_map(|&i| Some((i, ctx.jobs[i].as_ref().filter(|j| !j.whole)?)))
+            .map(|(i, job)| (i, ctx.later.build(i, &job.action_digest)))
+            .collect()
+    });
+    let mut unbuilt = HashMap::new();
+    let rebuilt: Vec<(JobAction, Vec<(re::Digest, PathBuf)>)> = rebuilt
+        .into_iter()
+        .filter_map(|(i, built)| {
+            built
+                .map_err(|e| unbuilt.insert(i, format!("remote: build the action of job {i}: {e}")))
+                .ok()
+        })
+        .collect();
+    lock(&ctx.unbuilt).extend(unbuilt);
     let mut files: HashMap<&String, &(re::Digest, PathBuf)> = ctx.files.iter().collect();
     let mut used: HashSet<&String> = to_run.iter().flat_map(|&i| &ctx.inputs[i]).collect();
     for (_, uses) in &rebuilt {
@@ -546,6 +554,9 @@ async fn run_job(ctx: &Ctx, index: usize) -> End {
     info.upload_seconds = seconds(t);
     if let Err(e) = uploaded {
         return failed(start, info, format!("remote: {e}"));
+    }
+    if let Some(e) = lock(&ctx.unbuilt).get(&index) {
+        return failed(start, info, e.clone());
     }
     let mut client = ctx.client.clone();
 
