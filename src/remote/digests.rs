@@ -118,14 +118,8 @@ impl Memo {
             return Ok(());
         };
         let now = crate::fsutil::lock(&self.now);
-        if *now == self.known && crate::fsutil::touch(path).is_ok() {
-            // Only marked as used, for the trim.
-            return Ok(());
-        }
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir)?;
-        }
-        crate::fsutil::write_whole(path, format(&now).as_bytes(), 0o666, || Ok(()))
+        crate::fsutil::keep(path, *now == self.known, || Ok(format(&now).into_bytes()))?;
+        Ok(())
     }
 }
 

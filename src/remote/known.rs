@@ -172,14 +172,8 @@ impl Known {
             return Ok(());
         };
         let now = crate::fsutil::lock(&self.now);
-        if *now == self.known && crate::fsutil::touch(path).is_ok() {
-            // Only marked as used, for the trim.
-            return Ok(());
-        }
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir)?;
-        }
-        crate::fsutil::write_whole(path, format(&now)?.as_bytes(), 0o666, || Ok(()))
+        crate::fsutil::keep(path, *now == self.known, || Ok(format(&now)?.into_bytes()))?;
+        Ok(())
     }
 }
 
@@ -354,15 +348,23 @@ mod tests {
         );
     }
 
-    #[test]
-    fn the_file_round_trips_and_bad_lines_are_dropped() {
-        let entry = Entry {
+    /// An entry of one output, with these summaries kept and ingredients.
+    fn entry(summaries_kept: Option<&str>, ingredients: &[(&str, &str)]) -> Entry {
+        Entry {
             action: "ab".into(),
             size: 12,
             outputs: vec!["dtlto-job.native.o".into()],
-            summaries_kept: Some("why".into()),
-            ingredients: Ingredients::from([("compiler".to_string(), "c".to_string())]),
-        };
+            summaries_kept: summaries_kept.map(String::from),
+            ingredients: ingredients
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn the_file_round_trips_and_bad_lines_are_dropped() {
+        let entry = entry(Some("why"), &[("compiler", "c")]);
         let entries = HashMap::from([("k1".to_string(), entry.clone())]);
         let text = format(&entries).unwrap();
         assert_eq!(parse(&text), entries);
@@ -373,13 +375,7 @@ mod tests {
     #[test]
     fn a_remembered_job_comes_back_not_whole_with_its_outputs_here() {
         let k = known();
-        let entry = Entry {
-            action: "ab".into(),
-            size: 12,
-            outputs: vec!["dtlto-job.native.o".into()],
-            summaries_kept: None,
-            ingredients: Ingredients::new(),
-        };
+        let entry = entry(None, &[]);
         let k = Known {
             known: HashMap::from([("k".to_string(), entry.clone())]),
             ..k

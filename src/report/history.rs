@@ -7,7 +7,7 @@
 //! and the labels of what goes into a remote action (`Part`); it does not know how jobs run. A missing, unreadable or stale file only means fewer estimates
 //! and misses explained as "no earlier link".
 
-use crate::fsutil::{stable_name, write_whole};
+use crate::fsutil::stable_name;
 use crate::job::parse::JobFile;
 use camino::{Utf8Path, Utf8PathBuf};
 use serde::{Deserialize, Serialize};
@@ -271,16 +271,15 @@ impl History {
             actions: next_actions,
             imports,
         };
-        if saved == self.saved && crate::fsutil::touch(self.path.as_std_path()).is_ok() {
-            // The same as the file holds (a relink whose jobs all came from the action cache):
-            // only marked as used, for the trim.
+        // The same as the file holds (a relink whose jobs all came from the action cache):
+        // only marked as used, for the trim.
+        let unchanged = saved == self.saved;
+        self.saved = saved;
+        let bytes = || Ok(serde_json::to_vec(&self.saved)?);
+        if !crate::fsutil::keep(self.path.as_std_path(), unchanged, bytes)? {
             return Ok(());
         }
-        self.saved = saved;
         let dir = self.path.parent().unwrap_or(Utf8Path::new("."));
-        std::fs::create_dir_all(dir)?;
-        let bytes = serde_json::to_vec(&self.saved)?;
-        write_whole(self.path.as_std_path(), &bytes, 0o666, || Ok(()))?;
         trim(dir, "json", MAX_FILES);
         trim(dir, DIGESTS, MAX_FILES);
         trim(dir, ACTIONS, MAX_FILES);

@@ -171,6 +171,19 @@ pub fn link(
     (out, report)
 }
 
+/// The one file of the history with this extension (`.digests`, `.actions`).
+pub fn history_file(space: &Space, extension: &str) -> PathBuf {
+    let files: Vec<PathBuf> = fs::read_dir(space.tmp.with_file_name("history"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == extension))
+        .collect();
+    let [file] = files.as_slice() else {
+        panic!("one {extension} file, not {files:?}")
+    };
+    file.clone()
+}
+
 /// One field of each job of a report, by its JSON pointer ("" where it is not a string).
 fn each_job(report: &Value, pointer: &str) -> Vec<String> {
     report["jobs"]
@@ -293,14 +306,7 @@ fn a_relink_misses_the_action_cache_only_where_an_import_an_option_or_the_compil
         misses(&first),
         ["no earlier link of this module here to compare with"; 5]
     );
-    let memo: Vec<PathBuf> = fs::read_dir(space.tmp.with_file_name("history"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "digests"))
-        .collect();
-    let [memo] = memo.as_slice() else {
-        panic!("one digests file, not {memo:?}")
-    };
+    let memo = &history_file(&space, "digests");
     // main.o, add.o, greeting.o and the thin archive's sq.o, by their inode numbers (the
     // regular archive's member is a new file lld extracted for this link).
     let remembered = fs::read_to_string(memo).unwrap();

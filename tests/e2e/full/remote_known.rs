@@ -2,22 +2,9 @@
 //! server: a relink takes them without building them again, and a job remembered that the
 //! action cache no longer holds is built whole and executes.
 
-use super::remote::{link, misses, ran, Farm};
+use super::remote::{history_file, link, misses, ran, Farm};
 use crate::space::*;
 use std::fs;
-
-/// The file of the link's remembered actions (`<stem>.actions` in the history).
-fn history_file(space: &Space) -> std::path::PathBuf {
-    let files: Vec<_> = fs::read_dir(space.tmp.with_file_name("history"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "actions"))
-        .collect();
-    let [file] = files.as_slice() else {
-        panic!("one actions file, not {files:?}")
-    };
-    file.clone()
-}
 
 /// The action digests of these lines, sorted.
 fn actions(lines: &[String]) -> Vec<String> {
@@ -35,7 +22,7 @@ fn actions(lines: &[String]) -> Vec<String> {
 
 /// The lines of the link's remembered actions.
 fn remembered(space: &Space) -> Vec<String> {
-    let text = fs::read_to_string(history_file(space)).unwrap();
+    let text = fs::read_to_string(history_file(space, "actions")).unwrap();
     let mut lines = text.lines();
     assert_eq!(lines.next(), Some("dtlto-bridge actions 1"), "{text}");
     lines.map(String::from).collect()
@@ -63,7 +50,7 @@ fn a_remembered_job_comes_from_the_cache_or_when_the_cache_lost_it_is_built_and_
 
     // add.o's job remembered with another action (a file edited by hand): its lookup misses,
     // and building it whole shows the difference; it runs here, and is not remembered so again.
-    let file = history_file(&space);
+    let file = history_file(&space, "actions");
     let text = fs::read_to_string(&file).unwrap();
     let line = text.find("the module add.o").unwrap();
     let at = text[..line].rfind("\"action\":\"").unwrap() + 10;
