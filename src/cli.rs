@@ -509,6 +509,12 @@ pub struct RemoteArgs {
     #[arg(long, env = "DTLTO_BRIDGE_REMOTE_NO_CACHE", value_parser = clap::builder::BoolishValueParser::new())]
     pub remote_no_cache: bool,
 
+    /// Keep remote jobs' outputs in DIR too, by digest: a relink's job with the action it had
+    /// in the last link here takes them from DIR (hard-linked) without asking the server (as
+    /// Bazel's --disk_cache). Needs the history; outputs unused for 7 days are removed.
+    #[arg(long, value_name = "DIR", env = "DTLTO_BRIDGE_REMOTE_DISK_CACHE", value_parser = user_path)]
+    pub remote_disk_cache: Option<Utf8PathBuf>,
+
     /// A PEM file of the authorities that sign the server's certificate (grpcs://), instead of
     /// the system's.
     #[arg(long, value_name = "FILE", env = "DTLTO_BRIDGE_REMOTE_CA", value_parser = user_path)]
@@ -631,6 +637,7 @@ impl RemoteArgs {
             root_is_slash: self.remote_absolute_paths,
             by_content: self.remote_key == RemoteKey::Content,
             memo: None,
+            disk: self.remote_disk_cache.clone().map(Into::into),
         }))
     }
 }

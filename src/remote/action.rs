@@ -79,6 +79,8 @@ pub struct JobAction {
     /// False for a job remembered from the last link (known.rs): no blobs and no uses until it
     /// is built again, which it is only to execute.
     pub whole: bool,
+    /// Each output's digest in the last link's result, for a job remembered with one.
+    pub last: Vec<re::Digest>,
 }
 
 /// `path` against `cwd`, with `.` and `..` resolved lexically.
@@ -512,6 +514,7 @@ fn finish(common: &Common, layout: Layout, by_name: Option<String>) -> JobAction
         summaries_kept: None,
         ingredients: Ingredients::new(),
         whole: true,
+        last: Vec::new(),
     }
 }
 

@@ -24,6 +24,8 @@ pub struct Actions {
     pub inputs: Vec<Vec<String>>,
     /// What building the remembered jobs whole takes.
     pub later: Later,
+    /// Each job's key among the remembered actions (known.rs), when it has one.
+    pub keys: Vec<Option<String>>,
 }
 
 /// A file as read: its digest and where it was read (where the kernel finds it, through any
@@ -158,7 +160,9 @@ impl Actions {
         let mut jobs = Vec::with_capacity(built.len());
         let mut inputs = Vec::with_capacity(built.len());
         let mut later = HashMap::new();
+        let mut keys = Vec::with_capacity(built.len());
         for (i, (b, key)) in built.into_iter().enumerate() {
+            keys.push(key.clone().filter(|_| b.is_ok()));
             match b {
                 Ok((job, used)) => {
                     if let Some(key) = key.filter(|_| !job.whole) {
@@ -202,13 +206,14 @@ impl Actions {
             files,
             inputs,
             later,
+            keys,
         };
         (actions, why)
     }
 }
 
-/// One job's action: remembered by `known` when it has it (and then its key), else built
-/// whole (and then remembered by it).
+/// One job's action: remembered by `known` when it has it, else built whole (and then
+/// remembered by it); and its key among the remembered, when it has one.
 fn build_one(
     common: &Common,
     known: Option<&Known>,
@@ -274,9 +279,10 @@ fn build_one(
         Ok(built) => built,
         Err(e) => return (Err(e), None),
     };
-    if let Some((known, key)) = key {
-        known.remember(key, &built);
-    }
+    let key = key.map(|(known, key)| {
+        known.remember(key.clone(), &built);
+        key
+    });
     let used = built
         .uses
         .iter()
@@ -285,5 +291,5 @@ fn build_one(
             _ => None,
         })
         .collect();
-    (Ok((built, used)), None)
+    (Ok((built, used)), key)
 }

@@ -30,6 +30,9 @@ struct Entry {
     outputs: Vec<String>,
     summaries_kept: Option<String>,
     ingredients: Ingredients,
+    /// Each output's digest (hash, size) in the last link's result, when it had one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    results: Vec<(String, i64)>,
 }
 
 /// The actions remembered for one linker output, and those of this link.
@@ -138,6 +141,14 @@ impl Known {
             summaries_kept: entry.summaries_kept.clone(),
             ingredients: entry.ingredients.clone(),
             whole: false,
+            last: entry
+                .results
+                .iter()
+                .map(|(hash, size)| re::Digest {
+                    hash: hash.clone(),
+                    size_bytes: *size,
+                })
+                .collect(),
         })
     }
 
@@ -156,8 +167,20 @@ impl Known {
                 .collect(),
             summaries_kept: job.summaries_kept.clone(),
             ingredients: job.ingredients.clone(),
+            results: Vec::new(),
         };
         crate::fsutil::lock(&self.now).insert(key, entry);
+    }
+
+    /// Remembers, for the job remembered under `key`, its outputs' digests in this link's
+    /// result, in the job's order.
+    pub fn results(&self, key: &str, digests: &[re::Digest]) {
+        if let Some(entry) = crate::fsutil::lock(&self.now).get_mut(key) {
+            entry.results = digests
+                .iter()
+                .map(|d| (d.hash.clone(), d.size_bytes))
+                .collect();
+        }
     }
 
     /// Forgets the job remembered under `key`: it was not what it is now.
@@ -359,6 +382,7 @@ mod tests {
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
+            results: vec![("cd".into(), 3)],
         }
     }
 
@@ -385,6 +409,11 @@ mod tests {
         assert!(!job.whole && job.blobs.is_empty());
         assert_eq!(job.action_digest.hash, "ab");
         assert_eq!(
+            (job.last[0].hash.as_str(), job.last[0].size_bytes),
+            ("cd", 3),
+            "the last result's digests come back"
+        );
+        assert_eq!(
             job.outputs,
             vec![(
                 "dtlto-job.native.o".to_string(),
@@ -394,7 +423,19 @@ mod tests {
         // Two outputs where one was remembered: not this job.
         assert!(k.get("k", &[here[0].clone(), here[0].clone()]).is_none());
         assert!(k.get("other", &here).is_none());
-        // What was used is kept for the next link.
+        // What was used is kept for the next link, with this link's result.
         assert_eq!(crate::fsutil::lock(&k.now).get("k"), Some(&entry));
+        let new = re::Digest {
+            hash: "ef".into(),
+            size_bytes: 4,
+        };
+        k.results("k", &[new]);
+        k.results("other", &[]);
+        let now = crate::fsutil::lock(&k.now);
+        assert_eq!(now["k"].results, vec![("ef".to_string(), 4)]);
+        assert!(
+            !now.contains_key("other"),
+            "only a remembered job gets a result"
+        );
     }
 }

@@ -92,17 +92,23 @@ type Files = Vec<re::OutputFile>;
 pub(super) async fn look_up(ctx: Arc<Ctx>) -> Vec<Option<End>> {
     let n = ctx.jobs.len();
     let t = std::time::Instant::now();
+    let mut ends = from_disk(&ctx);
     let mut found: Vec<Option<(Files, String)>> = vec![None; n];
     let mut answered = false;
     let mut client = ctx.client.clone();
-    if let Some(entry) = &ctx.entry {
+    let rest = (0..n).any(|i| ends[i].is_none() && ctx.jobs[i].is_some());
+    if let Some(entry) = ctx.entry.as_ref().filter(|_| rest) {
         if let Ok(Some(result)) = client.cached(&entry.key).await {
             if result.exit_code == 0 {
                 for file in result.output_files {
                     let Some((i, path)) = file.path.split_once('/') else {
                         continue;
                     };
-                    let Some(slot) = i.parse::<usize>().ok().and_then(|i| found.get_mut(i)) else {
+                    let i = i
+                        .parse::<usize>()
+                        .ok()
+                        .filter(|&i| ends.get(i).is_some_and(Option::is_none));
+                    let Some(slot) = i.and_then(|i| found.get_mut(i)) else {
                         continue;
                     };
                     let (files, _) = slot.get_or_insert_with(|| (Vec::new(), String::new()));
@@ -116,7 +122,7 @@ pub(super) async fn look_up(ctx: Arc<Ctx>) -> Vec<Option<End>> {
         }
     }
     let todo: Vec<usize> = (0..n)
-        .filter(|&i| found[i].is_none() && ctx.jobs[i].is_some())
+        .filter(|&i| found[i].is_none() && ends[i].is_none() && ctx.jobs[i].is_some())
         .collect();
     let mut calls = tokio::task::JoinSet::new();
     let mut next = todo.into_iter();
@@ -146,7 +152,6 @@ pub(super) async fn look_up(ctx: Arc<Ctx>) -> Vec<Option<End>> {
     }
     let lookup_seconds = t.elapsed().as_secs_f64();
     // Fetched and written a part at a time, so that the link holds at most HELD bytes.
-    let mut ends = vec![None; n];
     let mut part: Vec<(usize, Files, String)> = Vec::new();
     let mut bytes = 0;
     for (i, hit) in found.into_iter().enumerate() {
@@ -164,10 +169,90 @@ pub(super) async fn look_up(ctx: Arc<Ctx>) -> Vec<Option<End>> {
         part.push((i, files, worker));
     }
     write_part(&ctx, part, &mut ends, lookup_seconds).await;
-    // An entry that answered for every job stands; one that did not is written again.
-    let whole = answered && ends.iter().all(Option::is_some);
+    // An entry that answered for every job stands; one that did not is written again. A link
+    // whose every job came from the disk cache tells the server nothing new.
+    let whole = (answered || !rest) && ends.iter().all(Option::is_some);
     ctx.entry_found.store(whole, Ordering::Relaxed);
     ends
+}
+
+/// Each job's end when its outputs came from the disk cache (None for the others): a job
+/// remembered with its last result, whose every output is kept there, each placed, or none.
+fn from_disk(ctx: &Ctx) -> Vec<Option<End>> {
+    let n = ctx.jobs.len();
+    let Some(disk) = &ctx.disk else {
+        return vec![None; n];
+    };
+    let t = std::time::Instant::now();
+    let ends: Vec<Option<End>> = (0..n)
+        .into_par_iter()
+        .map(|i| {
+            let job = ctx.jobs[i].as_ref()?;
+            if job.last.len() != job.outputs.len() || *ctx.cancelled.borrow() {
+                return None;
+            }
+            let pairs = || job.outputs.iter().zip(&job.last);
+            if !pairs().all(|((_, here), d)| disk.place(&d.hash, d.size_bytes, here).is_ok()) {
+                output::remove(&ctx.cwd, &ctx.outputs[i]);
+                return None;
+            }
+            let files = pairs()
+                .map(|((inside, _), d)| re::OutputFile {
+                    path: inside.clone(),
+                    digest: Some(d.clone()),
+                    ..Default::default()
+                })
+                .collect();
+            lock(&ctx.results)[i] = Some(files);
+            lock(&ctx.from_disk).insert(i);
+            let mut info = info_of(job);
+            info.cached = true;
+            info.worker = "disk cache".into();
+            info.download_seconds = t.elapsed().as_secs_f64();
+            let now = outcome::now();
+            Some(End {
+                status: outcome::Status {
+                    code: Some(0),
+                    start: now,
+                    end: now,
+                    ..Default::default()
+                },
+                problem: None,
+                info,
+                stderr: Vec::new(),
+            })
+        })
+        .collect();
+    ends
+}
+
+/// Remembers, with each job's action, its outputs' digests in this link's result (known.rs),
+/// and keeps the outputs in the disk cache, when there is one. An error names the first
+/// output that could not be kept, and why.
+pub(super) fn keep(ctx: &Ctx) -> Result<(), String> {
+    let results = lock(&ctx.results);
+    let from_disk = lock(&ctx.from_disk);
+    let failed: Option<String> = (0..ctx.jobs.len())
+        .into_par_iter()
+        .filter_map(|i| {
+            let (job, files) = (ctx.jobs[i].as_ref()?, results[i].as_ref()?);
+            let digests = job
+                .outputs
+                .iter()
+                .map(|(inside, _)| files.iter().find(|f| &f.path == inside)?.digest.clone())
+                .collect::<Option<Vec<_>>>()?;
+            ctx.later.known.results(ctx.keys[i].as_ref()?, &digests);
+            let disk = ctx.disk.as_ref().filter(|_| !from_disk.contains(&i))?;
+            job.outputs.iter().zip(&digests).find_map(|((_, here), d)| {
+                let e = disk.keep(here, &d.hash).err()?;
+                Some(format!("keep {} in the disk cache: {e}", here.display()))
+            })
+        })
+        .min();
+    if let Some(disk) = &ctx.disk {
+        disk.trim();
+    }
+    failed.map_or(Ok(()), Err)
 }
 
 /// Fetches the outputs of `part`'s hits, checks them and writes them, setting their `ends`.

@@ -9,6 +9,7 @@
 pub(crate) mod action;
 mod actions;
 mod digests;
+mod disk;
 mod identity;
 mod known;
 mod lookup;

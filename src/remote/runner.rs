@@ -37,6 +37,8 @@ pub struct Options {
     pub by_content: bool,
     /// Where input files' digests are remembered between links (digests.rs), if anywhere.
     pub memo: Option<PathBuf>,
+    /// Where outputs are kept on this machine by digest (disk.rs), if anywhere.
+    pub disk: Option<PathBuf>,
 }
 
 /// How a remote job ended.
@@ -108,7 +110,7 @@ pub(super) struct Ctx {
     /// Each job's input files, by digest.
     inputs: Vec<Vec<String>>,
     /// What building the jobs remembered (not whole) takes, should they execute.
-    later: super::actions::Later,
+    pub(super) later: super::actions::Later,
     uploaded: tokio::sync::OnceCell<Result<(), String>>,
     pub(super) cache: bool,
     /// Whether the server takes action-cache updates (for the link's entry).
@@ -130,6 +132,12 @@ pub(super) struct Ctx {
     hits: Mutex<HashSet<usize>>,
     /// Each job's outputs as the server holds them, once it has them (for the link's entry).
     pub(super) results: Mutex<Vec<Option<Vec<re::OutputFile>>>>,
+    /// Where outputs are kept on this machine (`--remote-disk-cache`), if anywhere.
+    pub(super) disk: Option<super::disk::Disk>,
+    /// Each job's key among the remembered actions, when it has one.
+    pub(super) keys: Vec<Option<String>>,
+    /// Jobs whose outputs came from the disk cache: they are kept there already.
+    pub(super) from_disk: Mutex<HashSet<usize>>,
 }
 
 /// A link's connection to the server, and the jobs it can run there.
@@ -211,6 +219,11 @@ impl Remote {
             unbuilt: Mutex::default(),
             hits: Mutex::default(),
             results: Mutex::new(vec![None; n]),
+            disk: (options.cache && options.memo.is_some())
+                .then(|| options.disk.clone().map(super::disk::Disk::new))
+                .flatten(),
+            keys: actions.keys,
+            from_disk: Mutex::default(),
             cwd: cwd.to_path_buf(),
             outputs: file
                 .jobs
@@ -312,6 +325,11 @@ impl Remote {
             uploaded_blobs: c.uploaded_blobs.load(Ordering::Relaxed),
             downloaded_bytes: c.downloaded_bytes.load(Ordering::Relaxed),
         };
+        if !*self.ctx.cancelled.borrow() {
+            if let Err(e) = super::lookup::keep(&self.ctx) {
+                lock(&self.warnings).push(format!("remote: {e}"));
+            }
+        }
         if let Err(e) = self.ctx.later.known.save() {
             lock(&self.warnings).push(format!("remote: remember the jobs' actions: {e}"));
         }

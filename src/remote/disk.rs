@@ -1,0 +1,171 @@
+//! Disk: remote jobs' outputs kept on this machine by digest (`--remote-disk-cache DIR`, as
+//! Bazel's `--disk_cache`), so that a relink whose job is remembered with the same action
+//! (known.rs) takes its outputs from here, hard-linked, without asking the server.
+//!
+//! It knows one directory of read-only files named by their SHA-256 (`cas/ab/abcdef…`), each
+//! hard-linked to or from an output (copied across file systems), and removes those no output
+//! used for `MAX_AGE`. It does not know actions or servers, and it trusts a kept file by its
+//! name and size: the files are read-only, and nothing here writes into one.
+
+use std::fs;
+use std::io::{Error, ErrorKind};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+/// A kept file no output used (linked, copied or kept) for this long is removed.
+const MAX_AGE: Duration = Duration::from_secs(7 * 24 * 3600);
+/// How often at most the directory is walked to remove them.
+const TRIM_EVERY: Duration = Duration::from_secs(24 * 3600);
+
+/// The directory of kept outputs.
+#[derive(Debug, Clone)]
+pub struct Disk {
+    dir: PathBuf,
+}
+
+impl Disk {
+    pub fn new(dir: PathBuf) -> Disk {
+        Disk { dir }
+    }
+
+    /// Where the file of digest `hash` is kept.
+    fn blob(&self, hash: &str) -> PathBuf {
+        let shelf = hash.get(..2).unwrap_or("00");
+        self.dir.join("cas").join(shelf).join(hash)
+    }
+
+    /// Makes `here` the file of `hash` and `size`: hard-linked to the kept one (copied whole
+    /// across file systems), replacing whatever `here` was. An error when it is not kept.
+    pub fn place(&self, hash: &str, size: i64, here: &Path) -> std::io::Result<()> {
+        let blob = self.blob(hash);
+        let m = fs::metadata(&blob)?;
+        if m.len() as i64 != size {
+            return Err(Error::other(format!(
+                "{} has {} bytes, its digest says {size}",
+                blob.display(),
+                m.len()
+            )));
+        }
+        let linked = match fs::hard_link(&blob, here) {
+            Err(e) if e.kind() == ErrorKind::AlreadyExists => {
+                fs::remove_file(here)?;
+                fs::hard_link(&blob, here)
+            }
+            linked => linked,
+        };
+        match linked {
+            Ok(()) => Ok(()),
+            // Another file system, or one without hard links: a copy, and the kept file is
+            // marked as used (a link marks it by itself: it changes the file's ctime).
+            Err(_) => {
+                let bytes = fs::read(&blob)?;
+                crate::fsutil::write_whole(here, &bytes, 0o666, || Ok(()))?;
+                crate::fsutil::touch(&blob)
+            }
+        }
+    }
+
+    /// Keeps the output `here`, whose digest is `hash`, unless a file of that digest is kept:
+    /// hard-linked (copied across file systems) under a temporary name, made read-only, then
+    /// renamed into place, so a kept file is always whole.
+    pub fn keep(&self, here: &Path, hash: &str) -> std::io::Result<()> {
+        let blob = self.blob(hash);
+        if blob.exists() {
+            return Ok(());
+        }
+        let shelf = blob.parent().expect("a shelf");
+        fs::create_dir_all(shelf)?;
+        let temporary = shelf.join(format!(".{hash}.{}.partial", std::process::id()));
+        let _ = fs::remove_file(&temporary);
+        if fs::hard_link(here, &temporary).is_err() {
+            fs::copy(here, &temporary)?;
+        }
+        let kept = fs::set_permissions(&temporary, fs::Permissions::from_mode(0o444))
+            .and_then(|()| fs::rename(&temporary, &blob));
+        if kept.is_err() {
+            let _ = fs::remove_file(&temporary);
+        }
+        kept
+    }
+
+    /// Removes the kept files no output used for `MAX_AGE`, when the directory was not walked
+    /// for `TRIM_EVERY` (its `trimmed` file says when it was).
+    pub fn trim(&self) {
+        let stamp = self.dir.join("trimmed");
+        let now = SystemTime::now();
+        let recent = fs::metadata(&stamp)
+            .and_then(|m| m.modified())
+            .is_ok_and(|t| now.duration_since(t).unwrap_or_default() < TRIM_EVERY);
+        if recent || fs::write(&stamp, b"").is_err() {
+            return;
+        }
+        let oldest = now
+            .checked_sub(MAX_AGE)
+            .and_then(|t| t.duration_since(SystemTime::UNIX_EPOCH).ok())
+            .map_or(0, |d| d.as_secs() as i64);
+        let Ok(shelves) = fs::read_dir(self.dir.join("cas")) else {
+            return;
+        };
+        for file in shelves
+            .flatten()
+            .flat_map(|s| fs::read_dir(s.path()))
+            .flatten()
+        {
+            let Ok(file) = file else { continue };
+            // ctime: set when the file was kept, linked to an output, or touched by a copy.
+            if file.metadata().is_ok_and(|m| m.ctime() < oldest) {
+                let _ = fs::remove_file(file.path());
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_kept_output_is_placed_again_read_only_and_replaces_what_was_there() {
+        let dir = tempfile::tempdir().unwrap();
+        let disk = Disk::new(dir.path().join("cache"));
+        let out = dir.path().join("a.o");
+        fs::write(&out, b"object").unwrap();
+        let hash = crate::fsutil::sha256_hex(b"object");
+        let not_kept = disk.place(&hash, 6, &dir.path().join("x.o")).unwrap_err();
+        assert_eq!(not_kept.kind(), ErrorKind::NotFound);
+        disk.keep(&out, &hash).unwrap();
+        // Kept again: the file kept first stays.
+        disk.keep(&out, &hash).unwrap();
+        fs::remove_file(&out).unwrap();
+        let again = dir.path().join("b.o");
+        fs::write(&again, b"stale").unwrap();
+        disk.place(&hash, 6, &again).unwrap();
+        assert_eq!(fs::read(&again).unwrap(), b"object");
+        let mode = fs::metadata(&again).unwrap().permissions().mode();
+        assert_eq!(mode & 0o222, 0, "kept files are read-only");
+        let e = disk.place(&hash, 5, &dir.path().join("c.o")).unwrap_err();
+        assert!(e.to_string().contains("its digest says 5"), "{e}");
+        assert!(!dir.path().join("c.o").exists() && !dir.path().join("x.o").exists());
+        assert_eq!(
+            fs::read_dir(dir.path().join("cache/cas").join(&hash[..2]))
+                .unwrap()
+                .count(),
+            1,
+            "no temporary file is left"
+        );
+    }
+
+    #[test]
+    fn trim_walks_at_most_once_a_day_and_keeps_recent_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let disk = Disk::new(dir.path().to_path_buf());
+        let out = dir.path().join("a.o");
+        fs::write(&out, b"x").unwrap();
+        let hash = crate::fsutil::sha256_hex(b"x");
+        disk.keep(&out, &hash).unwrap();
+        disk.trim();
+        assert!(dir.path().join("trimmed").exists());
+        disk.place(&hash, 1, &dir.path().join("b.o")).unwrap();
+    }
+}
