@@ -66,12 +66,14 @@ impl Disk {
         }
     }
 
-    /// Keeps the output `here`, whose digest is `hash`, unless a file of that digest is kept:
-    /// hard-linked (copied across file systems) under a temporary name, made read-only, then
-    /// renamed into place, so a kept file is always whole.
+    /// Keeps the output `here`, whose digest is `hash`, unless a file of that digest and size
+    /// is kept: hard-linked (copied across file systems) under a temporary name, made
+    /// read-only, then renamed into place (over a kept file of another size), so a kept file
+    /// is always whole.
     pub fn keep(&self, here: &Path, hash: &str) -> std::io::Result<()> {
         let blob = self.blob(hash);
-        if blob.exists() {
+        let size = fs::metadata(here)?.len();
+        if fs::metadata(&blob).is_ok_and(|m| m.len() == size) {
             return Ok(());
         }
         let shelf = blob.parent().expect("a shelf");
@@ -137,6 +139,21 @@ mod tests {
         disk.keep(&out, &hash).unwrap();
         // Kept again: the file kept first stays.
         disk.keep(&out, &hash).unwrap();
+        let kept = dir.path().join("cache/cas").join(&hash[..2]).join(&hash);
+        let inode = |p: &Path| fs::metadata(p).unwrap().ino();
+        assert_eq!(inode(&kept), inode(&out), "hard-linked");
+        // A kept file of another size (truncated by hand) is replaced.
+        fs::set_permissions(&kept, fs::Permissions::from_mode(0o644)).unwrap();
+        fs::write(&kept, b"obj").unwrap();
+        let e = disk.place(&hash, 6, &dir.path().join("c.o")).unwrap_err();
+        assert!(
+            e.to_string().contains("has 3 bytes, its digest says 6"),
+            "{e}"
+        );
+        let copy = dir.path().join("copy.o");
+        fs::write(&copy, b"object").unwrap();
+        disk.keep(&copy, &hash).unwrap();
+        assert_eq!(fs::read(&kept).unwrap(), b"object");
         fs::remove_file(&out).unwrap();
         let again = dir.path().join("b.o");
         fs::write(&again, b"stale").unwrap();
@@ -145,7 +162,10 @@ mod tests {
         let mode = fs::metadata(&again).unwrap().permissions().mode();
         assert_eq!(mode & 0o222, 0, "kept files are read-only");
         let e = disk.place(&hash, 5, &dir.path().join("c.o")).unwrap_err();
-        assert!(e.to_string().contains("its digest says 5"), "{e}");
+        assert!(
+            e.to_string().contains("has 6 bytes, its digest says 5"),
+            "{e}"
+        );
         assert!(!dir.path().join("c.o").exists() && !dir.path().join("x.o").exists());
         assert_eq!(
             fs::read_dir(dir.path().join("cache/cas").join(&hash[..2]))

@@ -169,9 +169,8 @@ pub(super) async fn look_up(ctx: Arc<Ctx>) -> Vec<Option<End>> {
         part.push((i, files, worker));
     }
     write_part(&ctx, part, &mut ends, lookup_seconds).await;
-    // An entry that answered for every job stands; one that did not is written again. A link
-    // whose every job came from the disk cache tells the server nothing new.
-    let whole = (answered || !rest) && ends.iter().all(Option::is_some);
+    // An entry that answered for every job stands; one that did not is written again.
+    let whole = answered && ends.iter().all(Option::is_some);
     ctx.entry_found.store(whole, Ordering::Relaxed);
     ends
 }
@@ -472,12 +471,17 @@ fn without_contents(file: re::OutputFile) -> re::OutputFile {
 }
 
 /// Writes the link's entry when every job's outputs are held by the server (from its cache or
-/// executed there), the server takes updates, and the entry did not answer this link already.
+/// executed there, none from the disk cache), the server takes updates, and the entry did not
+/// answer this link already.
 pub(super) async fn remember(ctx: &Ctx) -> Result<(), String> {
     let Some(Entry { key, blobs }) = &ctx.entry else {
         return Ok(());
     };
     if !ctx.cache || !ctx.cache_updates || ctx.entry_found.load(Ordering::Relaxed) {
+        return Ok(());
+    }
+    // Outputs taken from the disk cache may be outputs the server never held.
+    if !lock(&ctx.from_disk).is_empty() {
         return Ok(());
     }
     let output_files: Option<Vec<re::OutputFile>> = lock(&ctx.results)

@@ -185,7 +185,7 @@ pub fn history_file(space: &Space, extension: &str) -> PathBuf {
 }
 
 /// One field of each job of a report, by its JSON pointer ("" where it is not a string).
-fn each_job(report: &Value, pointer: &str) -> Vec<String> {
+pub fn each_job(report: &Value, pointer: &str) -> Vec<String> {
     report["jobs"]
         .as_array()
         .unwrap_or(&Vec::new())

@@ -115,3 +115,75 @@ fn a_remembered_job_comes_from_the_cache_or_when_the_cache_lost_it_is_built_and_
         "{err}"
     );
 }
+
+/// `--remote-disk-cache`: a relink's remembered jobs take their outputs from the directory,
+/// without the server; the others come from the server as before, and a kept file of the
+/// wrong size is not used.
+#[test]
+fn a_relink_takes_the_remembered_jobs_outputs_from_the_disk_cache_not_the_server() {
+    use std::os::unix::fs::PermissionsExt;
+    let space = Space::new();
+    let inputs = space.hello();
+    let dir = space.tmp.with_file_name("disk-cache");
+    let disk = format!("--remote-disk-cache={}", dir.display());
+    let first = Farm::start(1, &[]);
+    let (out, report) = link(&space, &first.args(), &[&disk], &inputs);
+    assert_linked(&out);
+    assert_eq!(ran(&report), ["remote"; 5], "{}", stderr(&out));
+    let kept: Vec<std::path::PathBuf> = fs::read_dir(dir.join("cas"))
+        .unwrap()
+        .flat_map(|shelf| fs::read_dir(shelf.unwrap().path()).unwrap())
+        .map(|f| f.unwrap().path())
+        .collect();
+    assert_eq!(kept.len(), 5, "every job's object: {kept:?}");
+    for file in &kept {
+        let mode = fs::metadata(file).unwrap().permissions().mode();
+        assert_eq!(mode & 0o222, 0, "{} is read-only", file.display());
+    }
+    drop(first);
+
+    // A new server, its cache empty: the jobs remembered with their results come from the
+    // disk; those whose keys hold lld's per-link member names execute there.
+    let second = Farm::start(1, &[]);
+    let (out, report) = link(&space, &second.args(), &[&disk], &inputs);
+    assert_linked(&out);
+    assert_eq!(space.run_program("prog"), HELLO);
+    let workers = super::remote::each_job(&report, "/remote/worker");
+    let from_disk = workers.iter().filter(|w| *w == "disk cache").count();
+    let ran_where = ran(&report);
+    assert!(from_disk >= 2, "{workers:?} {}", stderr(&out));
+    assert_eq!(second.executed().len(), 5 - from_disk, "{workers:?}");
+    for (worker, ran) in workers.iter().zip(&ran_where) {
+        let want = if worker == "disk cache" {
+            "remote cache"
+        } else {
+            "remote"
+        };
+        assert_eq!(ran, want, "{workers:?}");
+    }
+
+    // Every kept file truncated by hand: no job takes it. The jobs this server never saw
+    // execute (no link entry named their outputs), the others come from its cache, and the
+    // kept files are whole again.
+    for file in &kept {
+        fs::set_permissions(file, fs::Permissions::from_mode(0o644)).unwrap();
+        fs::write(file, b"x").unwrap();
+    }
+    let (out, report) = link(&space, &second.args(), &[&disk], &inputs);
+    assert_linked(&out);
+    assert_eq!(space.run_program("prog"), HELLO);
+    let workers = super::remote::each_job(&report, "/remote/worker");
+    assert!(!workers.iter().any(|w| w == "disk cache"), "{workers:?}");
+    assert_eq!(second.executed().len(), 5, "{}", stderr(&out));
+    for file in &kept {
+        assert!(
+            fs::metadata(file).unwrap().len() > 100,
+            "{}",
+            file.display()
+        );
+    }
+    // Without the option, nothing is taken from the disk.
+    let (out, report) = link(&space, &second.args(), &[], &inputs);
+    assert_linked(&out);
+    assert_eq!(ran(&report), ["remote cache"; 5], "{}", stderr(&out));
+}
