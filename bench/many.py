@@ -111,6 +111,12 @@ def main():
             sys.exit(f"the linked program printed {got!r}, not {expected}")
         return seconds
 
+    def store(where):
+        """The floor of a cached relink: bench/ideal.rs hard-links each job's object from a
+        directory by its module's name, and checks nothing."""
+        return [f"-fthinlto-distributor={bench.IDEAL}", "-Xthinlto-distributor=-j2",
+                f"-Xthinlto-distributor=--store={os.path.join(where, 'store')}"]
+
     def floor(where):
         """lld's own part of a DTLTO link: the distributor is /bin/true, so the link fails once
         it finds no object, after writing every index shard; timed all the same."""
@@ -141,13 +147,22 @@ def main():
             lld_cache = os.path.join(where, "lld-cache")
             shutil.rmtree(lld_cache, ignore_errors=True)
             own_cache = [f"-Wl,--thinlto-cache-dir={lld_cache}"]
+            disk_dir = os.path.join(where, "disk-cache")
+            shutil.rmtree(disk_dir, ignore_errors=True)
+            shutil.rmtree(os.path.join(where, "store"), ignore_errors=True)
+            os.makedirs(os.path.join(where, "store"))
+            disk = remote + [f"-Xthinlto-distributor=--remote-disk-cache={disk_dir}"]
             link(own_cache, where)
             link(remote, where)
-            times = ([], [], [])
+            link(disk, where)
+            link(store(where), where)
+            times = ([], [], [], [], [])
             for _ in range(args.runs):
                 times[0].append(link(own_cache, where))
                 times[1].append(link(remote, where))
-                times[2].append(floor(where))
+                times[2].append(link(disk, where))
+                times[3].append(link(store(where), where))
+                times[4].append(floor(where))
             label = bench.filesystem(where)
             cached[label if label not in cached else f"{label} ({where})"] = times
         assert farm.executed() == before, "a cached relink executed something"
@@ -180,11 +195,16 @@ def main():
         "runs, interleaved where compared; each time is the whole clang link).",
     ]
     rows = []
-    for fs, (lld_t, cached_t, floor_t) in cached.items():
+    for fs, (lld_t, cached_t, disk_t, store_t, floor_t) in cached.items():
         rows += [[f"{fs}: lld's own cache (--thinlto-cache-dir, in-process), everything cached",
                   f"{med(lld_t):.3f}", "1.00x"],
                  [f"{fs}: dtlto-bridge --remote, every job from the action cache",
                   f"{med(cached_t):.3f}", f"{med(cached_t) / med(lld_t):.2f}x"],
+                 [f"{fs}: dtlto-bridge --remote --remote-disk-cache, every job from the disk",
+                  f"{med(disk_t):.3f}", f"{med(disk_t) / med(lld_t):.2f}x"],
+                 [f"{fs}: floor: each object hard-linked by its module's name, nothing checked "
+                  "(bench/ideal.rs --store)", f"{med(store_t):.3f}",
+                  f"{med(store_t) / med(lld_t):.2f}x"],
                  [f"{fs}: lld's DTLTO alone (distributor /bin/true: shards written, no object)",
                   f"{med(floor_t):.3f}", f"{med(floor_t) / med(lld_t):.2f}x"]]
     rows.append(["dtlto-bridge --remote, first link on an empty server", f"{first_s:.3f}", ""])
