@@ -78,7 +78,10 @@ impl Disk {
         }
         let shelf = blob.parent().expect("a shelf");
         fs::create_dir_all(shelf)?;
-        let temporary = shelf.join(format!(".{hash}.{}.partial", std::process::id()));
+        // Unique to this call: two jobs of one link may give the same output.
+        static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let temporary = shelf.join(format!(".{hash}.{}.{call}.partial", std::process::id()));
         let _ = fs::remove_file(&temporary);
         if fs::hard_link(here, &temporary).is_err() {
             fs::copy(here, &temporary)?;

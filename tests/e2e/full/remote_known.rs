@@ -182,8 +182,19 @@ fn a_relink_takes_the_remembered_jobs_outputs_from_the_disk_cache_not_the_server
             file.display()
         );
     }
-    // Without the option, nothing is taken from the disk.
+    // Without the option, nothing is taken from the disk; with the history off, the option
+    // says it is not used.
     let (out, report) = link(&space, &second.args(), &[], &inputs);
     assert_linked(&out);
     assert_eq!(ran(&report), ["remote cache"; 5], "{}", stderr(&out));
+    let (out, report) = link(&space, &second.args(), &[&disk, "--no-history"], &inputs);
+    assert_linked(&out);
+    assert_eq!(ran(&report), ["remote cache"; 5], "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(
+            "warning: --remote-disk-cache is not used: it needs the history (--no-history is set)"
+        ),
+        "{}",
+        stderr(&out)
+    );
 }
