@@ -29,23 +29,30 @@ impl Disk {
         Disk { dir }
     }
 
-    /// Where the file of digest `hash` is kept.
-    fn blob(&self, hash: &str) -> PathBuf {
-        let shelf = hash.get(..2).unwrap_or("00");
-        self.dir.join("cas").join(shelf).join(hash)
+    /// Where the file of digest `hash` is kept; an error for anything but a SHA-256 in
+    /// lower-case hex (the name comes from a server's answer or a file of the history).
+    fn blob(&self, hash: &str) -> std::io::Result<PathBuf> {
+        let hex = |c: u8| c.is_ascii_digit() || (b'a'..=b'f').contains(&c);
+        if hash.len() != 64 || !hash.bytes().all(hex) {
+            return Err(Error::other(format!("{hash:?} is not a SHA-256 digest")));
+        }
+        Ok(self.dir.join("cas").join(&hash[..2]).join(hash))
     }
 
     /// Makes `here` the file of `hash` and `size`: hard-linked to the kept one (copied whole
     /// across file systems), replacing whatever `here` was. An error when it is not kept.
     pub fn place(&self, hash: &str, size: i64, here: &Path) -> std::io::Result<()> {
-        let blob = self.blob(hash);
+        let blob = self.blob(hash)?;
         let m = fs::metadata(&blob)?;
         if m.len() as i64 != size {
-            return Err(Error::other(format!(
-                "{} has {} bytes, its digest says {size}",
-                blob.display(),
-                m.len()
-            )));
+            return Err(Error::new(
+                ErrorKind::InvalidData,
+                format!(
+                    "{} has {} bytes, its digest says {size}",
+                    blob.display(),
+                    m.len()
+                ),
+            ));
         }
         let linked = match fs::hard_link(&blob, here) {
             Err(e) if e.kind() == ErrorKind::AlreadyExists => {
@@ -61,7 +68,8 @@ impl Disk {
             Err(_) => {
                 let bytes = fs::read(&blob)?;
                 crate::fsutil::write_whole(here, &bytes, 0o666, || Ok(()))?;
-                crate::fsutil::touch(&blob)
+                used(&blob);
+                Ok(())
             }
         }
     }
@@ -71,9 +79,10 @@ impl Disk {
     /// read-only, then renamed into place (over a kept file of another size), so a kept file
     /// is always whole.
     pub fn keep(&self, here: &Path, hash: &str) -> std::io::Result<()> {
-        let blob = self.blob(hash);
+        let blob = self.blob(hash)?;
         let size = fs::metadata(here)?.len();
         if fs::metadata(&blob).is_ok_and(|m| m.len() == size) {
+            used(&blob);
             return Ok(());
         }
         let shelf = blob.parent().expect("a shelf");
@@ -83,10 +92,12 @@ impl Disk {
         let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let temporary = shelf.join(format!(".{hash}.{}.{call}.partial", std::process::id()));
         let _ = fs::remove_file(&temporary);
-        if fs::hard_link(here, &temporary).is_err() {
-            fs::copy(here, &temporary)?;
-        }
-        let kept = fs::set_permissions(&temporary, fs::Permissions::from_mode(0o444))
+        let kept = match fs::hard_link(here, &temporary) {
+            Ok(()) => Ok(()),
+            Err(_) => fs::copy(here, &temporary).map(drop),
+        };
+        let kept = kept
+            .and_then(|()| fs::set_permissions(&temporary, fs::Permissions::from_mode(0o444)))
             .and_then(|()| fs::rename(&temporary, &blob));
         if kept.is_err() {
             let _ = fs::remove_file(&temporary);
@@ -124,6 +135,12 @@ impl Disk {
             }
         }
     }
+}
+
+/// Marks a kept file as used, as its owner can even though it is read-only: setting its mode
+/// sets its change time. Another user's file is left as it is.
+fn used(blob: &Path) {
+    let _ = fs::set_permissions(blob, fs::Permissions::from_mode(0o444));
 }
 
 #[cfg(test)]
@@ -170,6 +187,16 @@ mod tests {
             "{e}"
         );
         assert!(!dir.path().join("c.o").exists() && !dir.path().join("x.o").exists());
+        for bad in [
+            "../../../etc/passwd",
+            "/abs",
+            &hash.to_uppercase(),
+            &hash[1..],
+        ] {
+            let e = disk.place(bad, 6, &dir.path().join("e.o")).unwrap_err();
+            assert!(e.to_string().contains("is not a SHA-256 digest"), "{e}");
+            assert!(disk.keep(&again, bad).is_err());
+        }
         assert_eq!(
             fs::read_dir(dir.path().join("cache/cas").join(&hash[..2]))
                 .unwrap()

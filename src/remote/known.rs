@@ -6,7 +6,7 @@
 //!
 //! It knows one text file per (directory, linker output) beside the history, holding the last
 //! link's jobs only, and only jobs keyed by content, whose actions do not hold lld's per-link
-//! names. A missing, unreadable or stale file, or a line it cannot read, only means actions
+//! names, each with its outputs' digests in that link's result (for the disk cache). A missing, unreadable or stale file, or a line it cannot read, only means actions
 //! built again. It does not read files or know servers.
 
 use super::action::{self, Common, JobAction};
@@ -173,14 +173,17 @@ impl Known {
     }
 
     /// Remembers, for the job remembered under `key`, its outputs' digests in this link's
-    /// result, in the job's order.
-    pub fn results(&self, key: &str, digests: &[re::Digest]) {
-        if let Some(entry) = crate::fsutil::lock(&self.now).get_mut(key) {
-            entry.results = digests
-                .iter()
-                .map(|d| (d.hash.clone(), d.size_bytes))
-                .collect();
-        }
+    /// result, in the job's order; whether that job is remembered.
+    pub fn results(&self, key: &str, digests: &[re::Digest]) -> bool {
+        let mut now = crate::fsutil::lock(&self.now);
+        let Some(entry) = now.get_mut(key) else {
+            return false;
+        };
+        entry.results = digests
+            .iter()
+            .map(|d| (d.hash.clone(), d.size_bytes))
+            .collect();
+        true
     }
 
     /// Forgets the job remembered under `key`: it was not what it is now.
@@ -429,8 +432,8 @@ mod tests {
             hash: "ef".into(),
             size_bytes: 4,
         };
-        k.results("k", &[new]);
-        k.results("other", &[]);
+        assert!(k.results("k", &[new]));
+        assert!(!k.results("other", &[]));
         let now = crate::fsutil::lock(&k.now);
         assert_eq!(now["k"].results, vec![("ef".to_string(), 4)]);
         assert!(

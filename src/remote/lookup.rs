@@ -1,8 +1,11 @@
-//! Lookup: decides a link's cache hits before any job starts. The link's own entry comes first:
-//! one action-cache entry, keyed by every job's action, that names every job's outputs. Then the
-//! action of each job still unknown, many calls in flight. The hits' outputs are fetched in
-//! batches and written atomically, and verified like local ones. It also writes the link's entry
-//! once every job of a link has a result the server holds.
+//! Lookup: decides a link's cache hits before any job starts. With a disk cache, a job
+//! remembered with its last result whose outputs are kept there comes first, hard-linked, the
+//! server not asked (trusted by digest and size, as lld trusts its own cache). Then the link's
+//! own entry: one action-cache entry, keyed by every job's action, that names every job's
+//! outputs. Then the action of each job still unknown, many calls in flight. The hits' outputs
+//! are fetched in batches and written atomically, and verified like local ones. Once the link
+//! is over it remembers each job's result and keeps its outputs on disk, and writes the link's
+//! entry once every job of a link has a result the server holds.
 //!
 //! It knows the action cache and the entry's layout (`INDEX/PATH` for each output); it does not
 //! run jobs (the runner does the misses) or decide what a miss does.
@@ -16,6 +19,7 @@ use crate::remote::runner::{info_of, Ctx, End};
 use bazel_remote_apis::build::bazel::remote::execution::v2 as re;
 use rayon::prelude::*;
 use std::collections::HashMap;
+use std::io::ErrorKind;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -191,9 +195,20 @@ fn from_disk(ctx: &Ctx) -> Vec<Option<End>> {
                 return None;
             }
             let pairs = || job.outputs.iter().zip(&job.last);
-            if !pairs().all(|((_, here), d)| disk.place(&d.hash, d.size_bytes, here).is_ok()) {
-                output::remove(&ctx.cwd, &ctx.outputs[i]);
-                return None;
+            let mut placed = Vec::new();
+            for ((_, here), d) in pairs() {
+                if let Err(e) = disk.place(&d.hash, d.size_bytes, here) {
+                    // Not kept, or kept wrong (replaced when the output comes again): a miss.
+                    if !matches!(e.kind(), ErrorKind::NotFound | ErrorKind::InvalidData) {
+                        let problem = format!("take {} from the disk cache: {e}", here.display());
+                        lock(&ctx.disk_problems).push(problem);
+                    }
+                    for here in placed {
+                        let _ = std::fs::remove_file(here);
+                    }
+                    return None;
+                }
+                placed.push(here);
             }
             let files = pairs()
                 .map(|((inside, _), d)| re::OutputFile {
@@ -240,7 +255,10 @@ pub(super) fn keep(ctx: &Ctx) -> Result<(), String> {
                 .iter()
                 .map(|(inside, _)| files.iter().find(|f| &f.path == inside)?.digest.clone())
                 .collect::<Option<Vec<_>>>()?;
-            ctx.later.known.results(ctx.keys[i].as_ref()?, &digests);
+            // Kept only for a job remembered: no other can take it back.
+            if !ctx.later.known.results(ctx.keys[i].as_ref()?, &digests) {
+                return None;
+            }
             let disk = ctx.disk.as_ref().filter(|_| !from_disk.contains(&i))?;
             job.outputs.iter().zip(&digests).find_map(|((_, here), d)| {
                 let e = disk.keep(here, &d.hash).err()?;

@@ -138,6 +138,8 @@ pub(super) struct Ctx {
     pub(super) keys: Vec<Option<String>>,
     /// Jobs whose outputs came from the disk cache: they are kept there already.
     pub(super) from_disk: Mutex<HashSet<usize>>,
+    /// Why kept outputs could not be taken from the disk cache (not a miss: an error).
+    pub(super) disk_problems: Mutex<Vec<String>>,
 }
 
 /// A link's connection to the server, and the jobs it can run there.
@@ -224,6 +226,7 @@ impl Remote {
                 .flatten(),
             keys: actions.keys,
             from_disk: Mutex::default(),
+            disk_problems: Mutex::default(),
             cwd: cwd.to_path_buf(),
             outputs: file
                 .jobs
@@ -263,6 +266,15 @@ impl Remote {
                 _ = cancelled.wait_for(|c| *c) => vec![None; n],
             }
         });
+        // The first, and how many: each job meets the same cause.
+        let problems = std::mem::take(&mut *lock(&self.ctx.disk_problems));
+        if let Some(first) = problems.iter().min() {
+            let more = match problems.len() {
+                1 => String::new(),
+                n => format!(" ({} more jobs alike)", n - 1),
+            };
+            lock(&self.warnings).push(format!("remote: {first}{more}"));
+        }
         lock(&self.ctx.hits).extend(
             ends.iter()
                 .enumerate()

@@ -197,4 +197,18 @@ fn a_relink_takes_the_remembered_jobs_outputs_from_the_disk_cache_not_the_server
         "{}",
         stderr(&out)
     );
+    let (out, _) = link(
+        &space,
+        &second.args(),
+        &[&disk, "--remote-no-cache"],
+        &inputs,
+    );
+    assert_linked(&out);
+    assert!(
+        stderr(&out).contains(
+            "warning: --remote-disk-cache is not used: the action cache is off (--remote-no-cache)"
+        ),
+        "{}",
+        stderr(&out)
+    );
 }
