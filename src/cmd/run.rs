@@ -165,15 +165,8 @@ fn prepare<'a>(
         let digests = crate::report::history::DIGESTS;
         options.memo = Some(dir.join(format!("{name}.{digests}")).into());
     }
-    if let Some(options) = remote.as_ref().filter(|o| o.disk.is_some()) {
-        let why = match (options.cache, options.memo.is_some()) {
-            (false, _) => Some("the action cache is off (--remote-no-cache)"),
-            (true, false) => Some("it needs the history (--no-history is set)"),
-            (true, true) => None,
-        };
-        if let Some(why) = why {
-            report::warning(&format!("--remote-disk-cache is not used: {why}"));
-        }
+    if let Some(why) = remote.as_ref().and_then(|o| o.disk_unused()) {
+        report::warning(&format!("--remote-disk-cache is not used: {why}"));
     }
     let inputs = check::stat_inputs(&file, &cwd);
     if let Some(list) = missing_list(&file, inputs.missing.len(), &inputs.missing) {

@@ -162,7 +162,7 @@ impl Actions {
         let mut later = HashMap::new();
         let mut keys = Vec::with_capacity(built.len());
         for (i, (b, key)) in built.into_iter().enumerate() {
-            keys.push(key.clone().filter(|_| b.is_ok()));
+            keys.push(key.clone());
             match b {
                 Ok((job, used)) => {
                     if let Some(key) = key.filter(|_| !job.whole) {

@@ -6,8 +6,9 @@
 //!
 //! It knows one text file per (directory, linker output) beside the history, holding the last
 //! link's jobs only, and only jobs keyed by content, whose actions do not hold lld's per-link
-//! names, each with its outputs' digests in that link's result (for the disk cache). A missing, unreadable or stale file, or a line it cannot read, only means actions
-//! built again. It does not read files or know servers.
+//! names, each with its outputs' digests in that link's result (for the disk cache). A missing,
+//! unreadable or stale file, or a line it cannot read, only means actions built again. It does
+//! not read files or know servers.
 
 use super::action::{self, Common, JobAction};
 use crate::job::outcome::Ingredients;

@@ -11,7 +11,6 @@
 //! run jobs (the runner does the misses) or decide what a miss does.
 
 use crate::fsutil::{lock, write_whole};
-use crate::job::outcome;
 use crate::job::output;
 use crate::remote::action::{self, JobAction};
 use crate::remote::reapi;
@@ -220,21 +219,8 @@ fn from_disk(ctx: &Ctx) -> Vec<Option<End>> {
             lock(&ctx.results)[i] = Some(files);
             lock(&ctx.from_disk).insert(i);
             let mut info = info_of(job);
-            info.cached = true;
-            info.worker = "disk cache".into();
             info.download_seconds = t.elapsed().as_secs_f64();
-            let now = outcome::now();
-            Some(End {
-                status: outcome::Status {
-                    code: Some(0),
-                    start: now,
-                    end: now,
-                    ..Default::default()
-                },
-                problem: None,
-                info,
-                stderr: Vec::new(),
-            })
+            Some(End::cached(info, "disk cache".into()))
         })
         .collect();
     ends
@@ -300,24 +286,10 @@ async fn write_part(
             continue;
         }
         let mut info = info_of(job);
-        info.cached = true;
-        info.worker = worker;
         info.execute_seconds = lookup_seconds;
         info.download_seconds = t.elapsed().as_secs_f64();
         lock(&ctx.results)[i] = Some(files.into_iter().map(without_contents).collect());
-        // No time of its own: the lookup answered every job at once.
-        let now = outcome::now();
-        ends[i] = Some(End {
-            status: outcome::Status {
-                code: Some(0),
-                start: now,
-                end: now,
-                ..Default::default()
-            },
-            problem: None,
-            info,
-            stderr: Vec::new(),
-        });
+        ends[i] = Some(End::cached(info, worker));
     }
 }
 

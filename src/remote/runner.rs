@@ -37,8 +37,20 @@ pub struct Options {
     pub by_content: bool,
     /// Where input files' digests are remembered between links (digests.rs), if anywhere.
     pub memo: Option<PathBuf>,
-    /// Where outputs are kept on this machine by digest (disk.rs), if anywhere.
+    /// Where outputs are kept on this machine by digest (disk.rs), if anywhere; used only
+    /// with the action cache and `memo` (the remembered actions are beside it).
     pub disk: Option<PathBuf>,
+}
+
+impl Options {
+    /// Why `disk`, given, is not used.
+    pub fn disk_unused(&self) -> Option<&'static str> {
+        match (self.disk.is_some(), self.cache, self.memo.is_some()) {
+            (false, _, _) | (true, true, true) => None,
+            (true, false, _) => Some("the action cache is off (--remote-no-cache)"),
+            (true, true, false) => Some("it needs the history (--no-history is set)"),
+        }
+    }
 }
 
 /// How a remote job ended.
@@ -59,6 +71,25 @@ impl End {
             status: Status::default(),
             problem: Some(problem),
             info: Info::default(),
+            stderr: Vec::new(),
+        }
+    }
+
+    /// A job taken from a cache (`worker` held its outputs), with no time of its own: a lookup
+    /// answers every job at once.
+    pub(super) fn cached(mut info: Info, worker: String) -> End {
+        info.cached = true;
+        info.worker = worker;
+        let now = outcome::now();
+        End {
+            status: Status {
+                code: Some(0),
+                start: now,
+                end: now,
+                ..Default::default()
+            },
+            problem: None,
+            info,
             stderr: Vec::new(),
         }
     }
@@ -221,7 +252,7 @@ impl Remote {
             unbuilt: Mutex::default(),
             hits: Mutex::default(),
             results: Mutex::new(vec![None; n]),
-            disk: (options.cache && options.memo.is_some())
+            disk: (options.disk_unused().is_none())
                 .then(|| options.disk.clone().map(super::disk::Disk::new))
                 .flatten(),
             keys: actions.keys,
