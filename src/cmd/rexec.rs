@@ -38,7 +38,8 @@ pub fn rexec(args: &RexecArgs) -> Result<i32, Fail> {
     let cwd = std::env::current_dir()
         .map_err(|e| Fail::environment(format!("find the current directory: {e}")))?;
     let name = &args.outputs[0];
-    let why = match Remote::start(&options, &file, &cwd) {
+    let asked = crate::remote::Asked::start(&file, None);
+    let why = match Remote::start(&options, &file, &cwd, asked) {
         Ok((remote, why)) => match &why[0] {
             Some(reason) => reason.clone(),
             None => {

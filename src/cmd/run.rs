@@ -104,6 +104,8 @@ struct Prepared<'a> {
     pool_base: Utf8PathBuf,
     parallelism: usize,
     remote: Option<crate::remote::Options>,
+    /// The compiler's identity, asked early (remote links only).
+    identity: Option<crate::remote::Asked>,
 }
 
 /// The default run: everything from the job file to verified outputs.
@@ -130,7 +132,7 @@ pub fn run_file(
         return Ok(());
     };
     let start = outcome::now();
-    let remote = start_remote(&prepared);
+    let remote = start_remote(&mut prepared);
     let hits = look_up(&remote, watch);
     let executed = match execute(&mut prepared, remote, &hits, start, watch) {
         Ok(executed) => executed,
@@ -165,6 +167,8 @@ fn prepare<'a>(
         let digests = crate::report::history::DIGESTS;
         options.memo = Some(dir.join(format!("{name}.{digests}")).into());
     }
+    let identity = (remote.is_some() && !file.jobs.is_empty())
+        .then(|| crate::remote::Asked::start(&file, history_dir(args).map(Into::into)));
     if let Some(why) = remote.as_ref().and_then(|o| o.disk_unused()) {
         report::warning(&format!("--remote-disk-cache is not used: {why}"));
     }
@@ -216,6 +220,7 @@ fn prepare<'a>(
         pool_base,
         parallelism,
         remote,
+        identity,
     }))
 }
 
@@ -298,16 +303,16 @@ struct Remoting {
 
 /// Connects to the remote server, if one is named: the connection, and which jobs may go there.
 /// A server that cannot be used is one warning, and every job runs here.
-fn start_remote(p: &Prepared<'_>) -> Remoting {
+fn start_remote(p: &mut Prepared<'_>) -> Remoting {
     let none = || Remoting {
         remote: None,
         ok: Vec::new(),
         jobs: 0,
     };
-    let Some(options) = &p.remote else {
+    let (Some(options), Some(identity)) = (&p.remote, p.identity.take()) else {
         return none();
     };
-    match crate::remote::Remote::start(options, &p.file, &p.cwd) {
+    match crate::remote::Remote::start(options, &p.file, &p.cwd, identity) {
         Ok((remote, why)) => {
             let here: Vec<(usize, &String)> = why
                 .iter()

@@ -27,7 +27,7 @@ const SETTLED: Duration = Duration::from_secs(1);
 
 /// What identifies a file's content without reading it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-struct Key {
+pub(super) struct Key {
     dev: u64,
     ino: u64,
     size: u64,
@@ -36,7 +36,7 @@ struct Key {
 }
 
 impl Key {
-    fn of(m: &std::fs::Metadata) -> Key {
+    pub(super) fn of(m: &std::fs::Metadata) -> Key {
         Key {
             dev: m.dev(),
             ino: m.ino(),
@@ -47,7 +47,7 @@ impl Key {
     }
 
     /// Whether the file was last changed at least `SETTLED` before `now`.
-    fn settled(&self, now: SystemTime) -> bool {
+    pub(super) fn settled(&self, now: SystemTime) -> bool {
         let Ok(now) = now.duration_since(SystemTime::UNIX_EPOCH) else {
             return false;
         };
@@ -67,6 +67,8 @@ pub struct Memo {
     known: HashMap<Key, String>,
     /// This link's files that may be remembered, with their digests.
     now: Mutex<HashMap<Key, String>>,
+    /// Whether each device's file system is `TRUSTED`.
+    devices: Mutex<HashMap<u64, bool>>,
 }
 
 impl Memo {
@@ -81,34 +83,54 @@ impl Memo {
             path,
             known,
             now: Mutex::default(),
+            devices: Mutex::default(),
         }
     }
 
-    /// The digest of the file at `path`: remembered when its identity is unchanged, else read.
+    /// The digest of the file at `path`: remembered when its identity is unchanged (one look
+    /// at the file, which is not opened), else read.
     pub fn digest(&self, path: &Path) -> std::io::Result<re::Digest> {
+        if self.path.is_some() {
+            let seen = Key::of(&std::fs::metadata(path)?);
+            if let Some(hash) = self
+                .known
+                .get(&seen)
+                .filter(|_| self.trusted(seen.dev, path))
+            {
+                crate::fsutil::lock(&self.now).insert(seen, hash.clone());
+                return Ok(re::Digest {
+                    hash: hash.clone(),
+                    size_bytes: seen.size as i64,
+                });
+            }
+        }
         let mut f = std::fs::File::open(path)?;
         if self.path.is_none() {
             // Nothing is remembered: no identity to take.
             return read_digest(&mut f);
         }
         let before = Key::of(&f.metadata()?);
-        let trusted = trusted(&f);
-        if let Some(hash) = self.known.get(&before).filter(|_| trusted) {
-            crate::fsutil::lock(&self.now).insert(before, hash.clone());
-            return Ok(re::Digest {
-                hash: hash.clone(),
-                size_bytes: before.size as i64,
-            });
-        }
         let now = SystemTime::now();
         let digest = read_digest(&mut f)?;
         // Remembered only when nothing changed it while it was read, or shortly before.
         let after = Key::of(&f.metadata()?);
         let whole = digest.size_bytes as u64 == before.size;
+        let trusted = self.trusted(before.dev, path);
         if trusted && after == before && before.settled(now) && whole {
             crate::fsutil::lock(&self.now).insert(before, digest.hash.clone());
         }
         Ok(digest)
+    }
+
+    /// Whether the file system of device `dev`, where `path` is, is `TRUSTED`: asked once per
+    /// device.
+    fn trusted(&self, dev: u64, path: &Path) -> bool {
+        if let Some(&known) = crate::fsutil::lock(&self.devices).get(&dev) {
+            return known;
+        }
+        let trusted = trusted(path);
+        crate::fsutil::lock(&self.devices).insert(dev, trusted);
+        trusted
     }
 
     /// Keeps this link's digests for the next link of the output, when they differ from those
@@ -138,8 +160,8 @@ const TRUSTED: [i64; 6] = [
 
 // f_type's integer type differs from one architecture to another.
 #[allow(clippy::unnecessary_cast)]
-fn trusted(f: &std::fs::File) -> bool {
-    rustix::fs::fstatfs(f).is_ok_and(|s| TRUSTED.contains(&(s.f_type as i64)))
+pub(super) fn trusted(path: &Path) -> bool {
+    rustix::fs::statfs(path).is_ok_and(|s| TRUSTED.contains(&(s.f_type as i64)))
 }
 
 /// A file's digest, read in pieces.

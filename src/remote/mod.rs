@@ -19,5 +19,6 @@ mod runner;
 mod shard;
 mod tree;
 
+pub(crate) use identity::Asked;
 pub(crate) use probe::probe;
 pub(crate) use runner::*;

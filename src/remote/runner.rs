@@ -192,25 +192,13 @@ impl Remote {
         options: &Options,
         file: &JobFile<'_>,
         cwd: &Path,
+        identity: super::identity::Asked,
     ) -> Result<(Remote, Vec<Option<String>>), String> {
-        let compiler = file
-            .jobs
-            .first()
-            .and_then(|j| j.command.words().next())
-            .map(|w| w.to_string())
-            .unwrap_or_default();
-        // The compiler answers its version while the connection is made and the inputs read.
-        let identity = std::thread::spawn(move || super::identity::compiler(&compiler));
-        let joined = |identity: std::thread::JoinHandle<Result<String, String>>| {
-            identity
-                .join()
-                .unwrap_or_else(|_| Err("ask the compiler its version: the thread panicked".into()))
-        };
         let (rt, client, cache_updates) = match connect(options) {
             Ok(connected) => connected,
             Err(e) => {
                 // No server: nothing is read; the compiler's answer is waited for, not left.
-                let _ = joined(identity);
+                let _ = identity.answer();
                 return Err(e);
             }
         };
@@ -221,7 +209,7 @@ impl Remote {
             false => Known::default(),
         };
         let read = super::actions::read(file, cwd, &memo);
-        let identity = joined(identity);
+        let identity = identity.answer();
         let common = Common {
             cwd: cwd.to_path_buf(),
             root_is_slash: options.root_is_slash,
