@@ -53,18 +53,27 @@ fn shard_name(inputs: &[&str], outputs: &[&str]) -> Option<String> {
 
 /// Reads every input of `file`'s jobs once, on every core.
 pub fn read(file: &JobFile<'_>, cwd: &Path, memo: &Memo) -> Read {
-    let mut wanted: HashMap<PathBuf, PathBuf> = HashMap::new();
+    // Each input as written once, in job order (most are many jobs' imports), then each file
+    // once, where it is first written.
+    let mut seen: rustc_hash::FxHashSet<&str> = Default::default();
+    let mut written = Vec::new();
     let mut shards = Vec::with_capacity(file.jobs.len());
     for job in &file.jobs {
         let inputs: Vec<&str> = job.inputs.iter().map(|s| s.as_ref()).collect();
         let outputs: Vec<&str> = job.outputs.iter().map(|s| s.as_ref()).collect();
         let shard = shard_name(&inputs, &outputs);
         for input in inputs.iter().filter(|i| Some(**i) != shard.as_deref()) {
-            wanted
-                .entry(action::absolute(cwd, input))
-                .or_insert_with(|| cwd.join(input));
+            if seen.insert(input) {
+                written.push(*input);
+            }
         }
         shards.push(shard);
+    }
+    let mut wanted: HashMap<PathBuf, PathBuf> = HashMap::with_capacity(written.len());
+    for input in written {
+        wanted
+            .entry(action::absolute(cwd, input))
+            .or_insert_with(|| cwd.join(input));
     }
     let files = wanted
         .into_par_iter()
@@ -236,20 +245,24 @@ fn build_one(
             _ => files.get(path).map(Result::as_ref),
         }
     };
-    if let Some((input, e)) =
-        inputs
-            .iter()
-            .find_map(|input| match find(&action::absolute(cwd, input)) {
-                Some(Err(e)) => Some((input, e)),
-                _ => None,
-            })
-    {
+    // Each input as found, its path made absolute once.
+    let found: Vec<_> = inputs
+        .iter()
+        .map(|input| find(&action::absolute(cwd, input)))
+        .collect();
+    if let Some((input, e)) = inputs.iter().zip(&found).find_map(|(input, f)| match f {
+        Some(Err(e)) => Some((input, e)),
+        _ => None,
+    }) {
         return (Err(format!("read its input {input}: {e}")), None);
     }
     let key = known.and_then(|known| {
-        let digest = |input: &str| match find(&action::absolute(cwd, input)) {
-            Some(Ok((d, _))) => Some(d.hash.clone()),
-            _ => None,
+        let digest = |input: &str| match inputs.iter().position(|i| *i == input) {
+            Some(k) => match found[k] {
+                Some(Ok((d, _))) => Some(d.hash.clone()),
+                _ => None,
+            },
+            None => None,
         };
         let shard = shard.as_ref().and_then(|(_, found, _)| found.as_ref().ok());
         let shard = shard.map(|(d, _)| d.hash.as_str());
