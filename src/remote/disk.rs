@@ -19,14 +19,19 @@ const MAX_AGE: Duration = Duration::from_secs(7 * 24 * 3600);
 const TRIM_EVERY: Duration = Duration::from_secs(24 * 3600);
 
 /// The directory of kept outputs.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Disk {
     dir: PathBuf,
+    /// Its `cas` directory, opened once there for the outputs placed.
+    cas: std::sync::OnceLock<fs::File>,
 }
 
 impl Disk {
     pub fn new(dir: PathBuf) -> Disk {
-        Disk { dir }
+        Disk {
+            dir,
+            cas: std::sync::OnceLock::new(),
+        }
     }
 
     /// Where the file of digest `hash` is kept; an error for anything but a SHA-256 in
@@ -41,23 +46,35 @@ impl Disk {
 
     /// Makes `here` the file of `hash` and `size`: hard-linked to the kept one (copied whole
     /// across file systems), replacing whatever `here` was. An error when it is not kept.
+    /// Looked up in the `cas` directory opened once, so that each output costs two short
+    /// lookups: pass `here` relative to the current directory where it can be.
     pub fn place(&self, hash: &str, size: i64, here: &Path) -> std::io::Result<()> {
+        use rustix::fs::{linkat, statat, AtFlags, CWD};
         let blob = self.blob(hash)?;
-        let m = fs::metadata(&blob)?;
-        if m.len() as i64 != size {
+        let name = Path::new(&hash[..2]).join(hash);
+        let cas = match self.cas.get() {
+            Some(cas) => cas,
+            None => {
+                let opened = fs::File::open(self.dir.join("cas"))?;
+                self.cas.get_or_init(|| opened)
+            }
+        };
+        let m = statat(cas, &name, AtFlags::empty())?;
+        if m.st_size != size {
             return Err(Error::new(
                 ErrorKind::InvalidData,
                 format!(
                     "{} has {} bytes, its digest says {size}",
                     blob.display(),
-                    m.len()
+                    m.st_size
                 ),
             ));
         }
-        let linked = match fs::hard_link(&blob, here) {
+        let link = || linkat(cas, &name, CWD, here, AtFlags::empty()).map_err(Error::from);
+        let linked = match link() {
             Err(e) if e.kind() == ErrorKind::AlreadyExists => {
                 fs::remove_file(here)?;
-                fs::hard_link(&blob, here)
+                link()
             }
             linked => linked,
         };

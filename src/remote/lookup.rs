@@ -186,6 +186,8 @@ fn from_disk(ctx: &Ctx) -> Vec<Option<End>> {
         return vec![None; n];
     };
     let t = std::time::Instant::now();
+    // In the link's directory (as always), outputs are placed by their shorter relative paths.
+    let here_is_cwd = std::env::current_dir().is_ok_and(|d| d == ctx.cwd);
     let ends: Vec<Option<End>> = (0..n)
         .into_par_iter()
         .map(|i| {
@@ -196,7 +198,11 @@ fn from_disk(ctx: &Ctx) -> Vec<Option<End>> {
             let pairs = || job.outputs.iter().zip(&job.last);
             let mut placed = Vec::new();
             for ((_, here), d) in pairs() {
-                if let Err(e) = disk.place(&d.hash, d.size_bytes, here) {
+                let near = match here_is_cwd {
+                    true => here.strip_prefix(&ctx.cwd).unwrap_or(here),
+                    false => here,
+                };
+                if let Err(e) = disk.place(&d.hash, d.size_bytes, near) {
                     // Not kept, or kept wrong (replaced when the output comes again): a miss.
                     if !matches!(e.kind(), ErrorKind::NotFound | ErrorKind::InvalidData) {
                         let problem = format!("take {} from the disk cache: {e}", here.display());
