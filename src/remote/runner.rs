@@ -384,6 +384,10 @@ impl Remote {
         });
         self.rt.shutdown_timeout(Duration::from_secs(2));
         let warnings = std::mem::take(&mut *lock(&self.warnings));
+        // Every job's action, input and remembered entry: freed on a thread of its own while
+        // the link's records are written.
+        let ctx = self.ctx;
+        std::thread::spawn(move || drop(ctx));
         (totals, warnings)
     }
 }

@@ -10,6 +10,7 @@
 use crate::fsutil::stable_name;
 use crate::job::parse::JobFile;
 use camino::{Utf8Path, Utf8PathBuf};
+use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -54,15 +55,14 @@ fn import_set(made: &Ingredients) -> String {
     crate::fsutil::sha256_hex(names.join("\n").as_bytes())[..16].to_string()
 }
 
-/// `made` without its imports, which go into `imports`, and with the digest of their names.
-fn fold_imports(made: &Ingredients, imports: &mut Ingredients) -> Ingredients {
+/// `made` without its imports, with the digest of their names; and its imports.
+fn fold_imports(made: &Ingredients) -> (Ingredients, Ingredients) {
     let (imported, mut folded): (Ingredients, Ingredients) = made
         .clone()
         .into_iter()
         .partition(|(label, _)| label.starts_with("an import "));
     folded.insert(IMPORT_SET.into(), import_set(made));
-    imports.extend(imported);
-    folded
+    (folded, imported)
 }
 
 /// The default cache directory: `$XDG_CACHE_HOME/dtlto-bridge`, else `~/.cache/dtlto-bridge`.
@@ -238,11 +238,20 @@ impl History {
         let mut next = BTreeMap::new();
         let mut next_actions = BTreeMap::new();
         let mut imports = self.saved.imports.clone();
-        for (i, s) in seconds.iter().enumerate() {
-            let Some(m) = module(file, i) else { continue };
-            match actions.get(i).copied().flatten() {
-                Some(a) => {
-                    next_actions.insert(m.clone(), fold_imports(a, &mut imports));
+        // Each job's module and its action folded, on every core.
+        let folded: Vec<Option<(String, Option<_>)>> = (0..seconds.len())
+            .into_par_iter()
+            .map(|i| {
+                let m = module(file, i)?;
+                Some((m, actions.get(i).copied().flatten().map(fold_imports)))
+            })
+            .collect();
+        for (s, folded) in seconds.iter().zip(folded) {
+            let Some((m, folded)) = folded else { continue };
+            match folded {
+                Some((folded, imported)) => {
+                    next_actions.insert(m.clone(), folded);
+                    imports.extend(imported);
                 }
                 None => {
                     if let Some(a) = self.saved.actions.get(&m) {
