@@ -257,12 +257,9 @@ fn build_one(
         return (Err(format!("read its input {input}: {e}")), None);
     }
     let key = known.and_then(|known| {
-        let digest = |input: &str| match inputs.iter().position(|i| *i == input) {
-            Some(k) => match found[k] {
-                Some(Ok((d, _))) => Some(d.hash.clone()),
-                _ => None,
-            },
-            None => None,
+        let digest = |k: usize, _: &str| match found[k] {
+            Some(Ok((d, _))) => Some(d.hash.clone()),
+            _ => None,
         };
         let shard = shard.as_ref().and_then(|(_, found, _)| found.as_ref().ok());
         let shard = shard.map(|(d, _)| d.hash.as_str());

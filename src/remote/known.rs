@@ -70,14 +70,15 @@ impl Known {
 
     /// The key of a job's action, when the job can be remembered: its own object and shard are
     /// the only names lld gives per link (`action::canonical`), and every input and the shard
-    /// were read. `digest` gives an input's digest, `shard` is the digest of the shard as read.
+    /// were read. `digest` gives an input's digest (by its index and name), `shard` is the
+    /// digest of the shard as read.
     pub fn key(
         &self,
         common: &Common,
         argv: &[&str],
         inputs: &[&str],
         outputs: &[&str],
-        digest: &dyn Fn(&str) -> Option<String>,
+        digest: &dyn Fn(usize, &str) -> Option<String>,
         shard: Option<&str>,
     ) -> Option<String> {
         self.path.as_ref()?;
@@ -105,13 +106,13 @@ impl Known {
             w if w == index_flag => new_index_flag.as_str(),
             w => w,
         }));
-        for input in inputs {
+        for (k, input) in inputs.iter().enumerate() {
             if *input == shard_name {
                 h.word("<shard>");
                 h.word(shard);
             } else {
                 h.word(input);
-                h.word(&digest(input)?);
+                h.word(&digest(k, input)?);
             }
         }
         Some(h.finish())
@@ -304,7 +305,7 @@ mod tests {
         let shard_name = format!("{out}.thinlto.bc");
         let index = format!("-fthinlto-index={shard_name}");
         let argv = ["clang", "-c", "m.o", &index, "-o", out];
-        let digest = |i: &str| (i == "m.o").then(|| input_digest.to_string());
+        let digest = |_, i: &str| (i == "m.o").then(|| input_digest.to_string());
         k.key(
             &common(),
             &argv,
@@ -338,8 +339,8 @@ mod tests {
             "obj1",
         ];
         let inputs = ["m.o", "obj1.thinlto.bc"];
-        let some = |_: &str| Some("d".to_string());
-        let none = |_: &str| None;
+        let some = |_, _: &str| Some("d".to_string());
+        let none = |_, _: &str| None;
         assert!(k
             .key(&common(), &argv, &inputs, &["obj1"], &some, Some("s"))
             .is_some());
@@ -368,7 +369,7 @@ mod tests {
             "-Dobj1",
         ];
         let inputs = ["m.o", "obj1.thinlto.bc"];
-        let digest = |_: &str| Some("d".to_string());
+        let digest = |_, _: &str| Some("d".to_string());
         assert_eq!(
             k.key(&common(), &argv, &inputs, &["obj1"], &digest, Some("s")),
             None

@@ -386,8 +386,9 @@ impl Remote {
         let warnings = std::mem::take(&mut *lock(&self.warnings));
         // Every job's action, input and remembered entry: freed on a thread of its own while
         // the link's records are written.
+        // Freed here when no thread can be started.
         let ctx = self.ctx;
-        std::thread::spawn(move || drop(ctx));
+        let _ = std::thread::Builder::new().spawn(move || drop(ctx));
         (totals, warnings)
     }
 }
