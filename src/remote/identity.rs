@@ -137,9 +137,10 @@ fn key(real: &Path) -> Option<String> {
         return None;
     }
     let dir = real.parent()?;
-    let bytes = std::fs::read(real).ok()?;
+    // Only its headers and dynamic section are read: a clang linked statically is 100 MB.
+    let binary = object::read::ReadCache::new(std::fs::File::open(real).ok()?);
     let library_path = std::env::var("LD_LIBRARY_PATH").unwrap_or_default();
-    let libraries = run_path_libraries(&bytes, dir, &library_path)?;
+    let libraries = run_path_libraries(&binary, dir, &library_path)?;
     let now = std::time::SystemTime::now();
     let mut text = format!("{}\nLD_LIBRARY_PATH={library_path}", real.to_str()?);
     let paths = [real, dir]
@@ -156,17 +157,21 @@ fn key(real: &Path) -> Option<String> {
     Some(crate::fsutil::sha256_hex(text.as_bytes()))
 }
 
-/// The libraries the ELF binary `bytes` (in `dir`) needs that `library_path` (as
+/// The libraries the ELF binary `binary` (in `dir`) needs that `library_path` (as
 /// `LD_LIBRARY_PATH`, searched first) or its run path (`$ORIGIN` expanded) holds, in its order;
 /// None when it is not such a binary, or when a library of clang's or LLVM's is on neither (the
 /// loader finds it elsewhere).
-fn run_path_libraries(bytes: &[u8], dir: &Path, library_path: &str) -> Option<Vec<PathBuf>> {
+fn run_path_libraries(
+    binary: &object::read::ReadCache<std::fs::File>,
+    dir: &Path,
+    library_path: &str,
+) -> Option<Vec<PathBuf>> {
     use object::read::elf::{Dyn, ElfFile64};
-    let file = ElfFile64::<object::Endianness>::parse(bytes).ok()?;
+    let file = ElfFile64::<object::Endianness, _>::parse(binary).ok()?;
     let endian = file.endian();
     let sections = file.elf_section_table();
-    let (entries, link) = sections.dynamic(endian, bytes).ok()??;
-    let strings = sections.strings(endian, bytes, link).ok()?;
+    let (entries, link) = sections.dynamic(endian, binary).ok()??;
+    let strings = sections.strings(endian, binary, link).ok()?;
     let mut needed = Vec::new();
     let mut run_path: Vec<PathBuf> = (library_path.split(':'))
         .filter(|d| !d.is_empty())
@@ -174,7 +179,7 @@ fn run_path_libraries(bytes: &[u8], dir: &Path, library_path: &str) -> Option<Ve
         .collect();
     for entry in entries {
         let text = || {
-            let s = entry.string(endian, strings).ok()?;
+            let s = strings.get(entry.val32(endian)?).ok()?;
             Some(String::from_utf8_lossy(s).into_owned())
         };
         match entry.tag32(endian) {
