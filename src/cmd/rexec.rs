@@ -22,7 +22,7 @@ pub fn rexec(args: &RexecArgs) -> Result<i32, Fail> {
     let owned = |v: &[String]| -> Vec<Cow<'static, str>> {
         v.iter().map(|s| Cow::Owned(s.clone())).collect()
     };
-    let file = JobFile {
+    let file = Arc::new(JobFile {
         schema: Schema::Current,
         linker_output: args.outputs.first().cloned().unwrap_or_default(),
         jobs: vec![Job {
@@ -34,7 +34,7 @@ pub fn rexec(args: &RexecArgs) -> Result<i32, Fail> {
             outputs: owned(&args.outputs),
             imports: 0,
         }],
-    };
+    });
     let cwd = std::env::current_dir()
         .map_err(|e| Fail::environment(format!("find the current directory: {e}")))?;
     let name = &args.outputs[0];

@@ -9,11 +9,12 @@
 use super::action::{self, Common, JobAction};
 use super::digests::Memo;
 use super::known::Known;
-use crate::job::parse::JobFile;
+use crate::job::parse::{Job, JobFile};
 use bazel_remote_apis::build::bazel::remote::execution::v2 as re;
 use rayon::prelude::*;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// Each job as an action (None for a job that runs here), and every input file's digest.
 pub struct Actions {
@@ -56,24 +57,19 @@ pub fn read(file: &JobFile<'_>, cwd: &Path, memo: &Memo) -> Read {
     // Each input as written once, in job order (most are many jobs' imports), then each file
     // once, where it is first written.
     let mut seen: rustc_hash::FxHashSet<&str> = Default::default();
-    let mut written = Vec::new();
+    let mut wanted: HashMap<PathBuf, PathBuf> = HashMap::new();
     let mut shards = Vec::with_capacity(file.jobs.len());
     for job in &file.jobs {
-        let inputs: Vec<&str> = job.inputs.iter().map(|s| s.as_ref()).collect();
-        let outputs: Vec<&str> = job.outputs.iter().map(|s| s.as_ref()).collect();
+        let [_, inputs, outputs] = words(job);
         let shard = shard_name(&inputs, &outputs);
         for input in inputs.iter().filter(|i| Some(**i) != shard.as_deref()) {
             if seen.insert(input) {
-                written.push(*input);
+                wanted
+                    .entry(action::absolute(cwd, input))
+                    .or_insert_with(|| cwd.join(input));
             }
         }
         shards.push(shard);
-    }
-    let mut wanted: HashMap<PathBuf, PathBuf> = HashMap::with_capacity(written.len());
-    for input in written {
-        wanted
-            .entry(action::absolute(cwd, input))
-            .or_insert_with(|| cwd.join(input));
     }
     let files = wanted
         .into_par_iter()
@@ -87,14 +83,24 @@ pub fn read(file: &JobFile<'_>, cwd: &Path, memo: &Memo) -> Read {
         .collect();
     let shards = shards
         .into_par_iter()
-        .map(|name| {
-            name.map(|name| {
-                let bytes = std::fs::read(cwd.join(&name)).map_err(|e| e.to_string());
-                (name, bytes)
-            })
-        })
+        .map(|name| name.map(|name| read_shard(cwd, name)))
         .collect();
     Read { files, shards }
+}
+
+/// The shard `name`, read in the linker's directory `cwd`.
+fn read_shard(cwd: &Path, name: String) -> Shard {
+    let bytes = std::fs::read(cwd.join(&name)).map_err(|e| e.to_string());
+    (name, bytes)
+}
+
+/// A job's command, inputs and outputs, word by word.
+fn words<'a>(job: &'a Job<'_>) -> [Vec<&'a str>; 3] {
+    [
+        job.command.words().map(|w| w.as_ref()).collect(),
+        job.inputs.iter().map(|s| s.as_ref()).collect(),
+        job.outputs.iter().map(|s| s.as_ref()).collect(),
+    ]
 }
 
 /// One job's action, or why it runs here; and the files it uses, by digest (none for a job
@@ -102,31 +108,23 @@ pub fn read(file: &JobFile<'_>, cwd: &Path, memo: &Memo) -> Read {
 pub type Built = Result<(JobAction, Vec<(re::Digest, PathBuf)>), String>;
 
 /// What building a remembered job whole takes, should it execute: each input file as read, and
-/// each remembered job's command, inputs and outputs.
+/// the job file.
 pub struct Later {
     common: Common,
     cwd: PathBuf,
     files: HashMap<PathBuf, Found>,
-    /// Each remembered job's key, and its command, inputs and outputs.
-    jobs: HashMap<usize, (String, [Vec<String>; 3])>,
+    file: Arc<JobFile<'static>>,
     /// The actions remembered, saved once the link is over.
     pub known: Known,
 }
 
 impl Later {
     /// Job `index`'s action built whole, with the files it uses, its shard read again; an
-    /// error when it is not the action remembered (a file changed while the link ran).
-    pub fn build(&self, index: usize, remembered: &re::Digest) -> Built {
-        let (key, [argv, inputs, outputs]) =
-            self.jobs.get(&index).ok_or("it was not remembered")?;
-        fn words(l: &[String]) -> Vec<&str> {
-            l.iter().map(String::as_str).collect()
-        }
-        let (argv, inputs, outputs) = (words(argv), words(inputs), words(outputs));
-        let shard = shard_name(&inputs, &outputs).map(|name| {
-            let bytes = std::fs::read(self.cwd.join(&name)).map_err(|e| e.to_string());
-            (name, bytes)
-        });
+    /// error when it is not the action remembered under `key` (a file changed while the link
+    /// ran).
+    pub fn build(&self, index: usize, key: &str, remembered: &re::Digest) -> Built {
+        let [argv, inputs, outputs] = words(&self.file.jobs[index]);
+        let shard = shard_name(&inputs, &outputs).map(|name| read_shard(&self.cwd, name));
         let job = [argv.as_slice(), &inputs, &outputs];
         let (built, _) = build_one(&self.common, None, job, &self.cwd, &self.files, shard);
         let built = built?;
@@ -149,7 +147,7 @@ impl Actions {
     pub fn build(
         common: &Common,
         known: Known,
-        file: &JobFile<'_>,
+        file: &Arc<JobFile<'static>>,
         cwd: &Path,
         read: Read,
     ) -> (Actions, Vec<Option<String>>) {
@@ -157,9 +155,7 @@ impl Actions {
         let built: Vec<(Built, Option<String>)> =
             (file.jobs.par_iter().zip(read.shards.into_par_iter()))
                 .map(|(job, shard)| {
-                    let argv: Vec<&str> = job.command.words().map(|w| w.as_ref()).collect();
-                    let inputs: Vec<&str> = job.inputs.iter().map(|s| s.as_ref()).collect();
-                    let outputs: Vec<&str> = job.outputs.iter().map(|s| s.as_ref()).collect();
+                    let [argv, inputs, outputs] = words(job);
                     let words = [argv.as_slice(), &inputs, &outputs];
                     build_one(common, Some(&known), words, cwd, &read.files, shard)
                 })
@@ -168,23 +164,13 @@ impl Actions {
         let mut why = Vec::with_capacity(built.len());
         let mut jobs = Vec::with_capacity(built.len());
         let mut inputs = Vec::with_capacity(built.len());
-        let mut later = HashMap::new();
+        let mut remembered = false;
         let mut keys = Vec::with_capacity(built.len());
-        for (i, (b, key)) in built.into_iter().enumerate() {
-            keys.push(key.clone());
+        for (b, key) in built {
+            keys.push(key);
             match b {
                 Ok((job, used)) => {
-                    if let Some(key) = key.filter(|_| !job.whole) {
-                        let job = &file.jobs[i];
-                        let owned =
-                            |l: &mut dyn Iterator<Item = &str>| l.map(String::from).collect();
-                        let words = [
-                            owned(&mut job.command.words().map(|w| w.as_ref())),
-                            owned(&mut job.inputs.iter().map(|w| w.as_ref())),
-                            owned(&mut job.outputs.iter().map(|w| w.as_ref())),
-                        ];
-                        later.insert(i, (key, words));
-                    }
+                    remembered |= !job.whole;
                     inputs.push(used.iter().map(|(d, _)| d.hash.clone()).collect());
                     for (d, there) in used {
                         files.insert(d.hash.clone(), (d, there));
@@ -202,12 +188,12 @@ impl Actions {
         let later = Later {
             common: common.clone(),
             cwd: cwd.to_path_buf(),
-            files: if later.is_empty() {
-                HashMap::new()
-            } else {
+            files: if remembered {
                 read.files
+            } else {
+                HashMap::new()
             },
-            jobs: later,
+            file: file.clone(),
             known,
         };
         let actions = Actions {

@@ -190,7 +190,7 @@ impl Remote {
     /// why it runs here instead (None: it can run remotely).
     pub fn start(
         options: &Options,
-        file: &JobFile<'_>,
+        file: &Arc<JobFile<'static>>,
         cwd: &Path,
         identity: super::identity::Asked,
     ) -> Result<(Remote, Vec<Option<String>>), String> {
@@ -385,8 +385,7 @@ impl Remote {
         self.rt.shutdown_timeout(Duration::from_secs(2));
         let warnings = std::mem::take(&mut *lock(&self.warnings));
         // Every job's action, input and remembered entry: freed on a thread of its own while
-        // the link's records are written.
-        // Freed here when no thread can be started.
+        // the link's records are written (here, when no thread can be started).
         let ctx = self.ctx;
         let _ = std::thread::Builder::new().spawn(move || drop(ctx));
         (totals, warnings)
@@ -456,7 +455,13 @@ async fn upload_all(ctx: &Ctx) -> Result<(), String> {
         to_run
             .par_iter()
             .filter_map(|&i| Some((i, ctx.jobs[i].as_ref().filter(|j| !j.whole)?)))
-            .map(|(i, job)| (i, ctx.later.build(i, &job.action_digest)))
+            .map(|(i, job)| {
+                let built = match &ctx.keys[i] {
+                    Some(key) => ctx.later.build(i, key, &job.action_digest),
+                    None => Err("it was not remembered".into()),
+                };
+                (i, built)
+            })
             .collect()
     });
     let mut unbuilt = HashMap::new();
