@@ -90,32 +90,26 @@ impl Memo {
     /// The digest of the file at `path`: remembered when its identity is unchanged (one look
     /// at the file, which is not opened), else read.
     pub fn digest(&self, path: &Path) -> std::io::Result<re::Digest> {
-        if self.path.is_some() {
-            let seen = Key::of(&std::fs::metadata(path)?);
-            if let Some(hash) = self
-                .known
-                .get(&seen)
-                .filter(|_| self.trusted(seen.dev, path))
-            {
-                crate::fsutil::lock(&self.now).insert(seen, hash.clone());
-                return Ok(re::Digest {
-                    hash: hash.clone(),
-                    size_bytes: seen.size as i64,
-                });
-            }
-        }
-        let mut f = std::fs::File::open(path)?;
         if self.path.is_none() {
             // Nothing is remembered: no identity to take.
-            return read_digest(&mut f);
+            return read_digest(&mut std::fs::File::open(path)?);
         }
+        let seen = Key::of(&std::fs::metadata(path)?);
+        let trusted = self.trusted(seen.dev, path);
+        if let Some(hash) = self.known.get(&seen).filter(|_| trusted) {
+            crate::fsutil::lock(&self.now).insert(seen, hash.clone());
+            return Ok(re::Digest {
+                hash: hash.clone(),
+                size_bytes: seen.size as i64,
+            });
+        }
+        let mut f = std::fs::File::open(path)?;
         let before = Key::of(&f.metadata()?);
         let now = SystemTime::now();
         let digest = read_digest(&mut f)?;
         // Remembered only when nothing changed it while it was read, or shortly before.
         let after = Key::of(&f.metadata()?);
         let whole = digest.size_bytes as u64 == before.size;
-        let trusted = self.trusted(before.dev, path);
         if trusted && after == before && before.settled(now) && whole {
             crate::fsutil::lock(&self.now).insert(before, digest.hash.clone());
         }
