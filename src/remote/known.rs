@@ -316,6 +316,25 @@ mod tests {
         )
     }
 
+    /// The key of a job `clang m.o -fthinlto-index=obj1.thinlto.bc -o obj1 EXTRA...`.
+    fn key_of_obj1(
+        k: &Known,
+        extra: &[&str],
+        digest: &dyn Fn(usize, &str) -> Option<String>,
+        shard: Option<&str>,
+    ) -> Option<String> {
+        let mut argv = vec![
+            "clang",
+            "m.o",
+            "-fthinlto-index=obj1.thinlto.bc",
+            "-o",
+            "obj1",
+        ];
+        argv.extend(extra);
+        let inputs = ["m.o", "obj1.thinlto.bc"];
+        k.key(&common(), &argv, &inputs, &["obj1"], digest, shard)
+    }
+
     #[test]
     fn the_key_does_not_hold_lld_s_per_link_names_but_holds_every_content() {
         let k = known();
@@ -331,27 +350,11 @@ mod tests {
         };
         assert_ne!(key_of(&other, "m.1.111.native.o", "d1", "s1").unwrap(), a);
         // An input or the shard not read: no key.
-        let argv = [
-            "clang",
-            "m.o",
-            "-fthinlto-index=obj1.thinlto.bc",
-            "-o",
-            "obj1",
-        ];
-        let inputs = ["m.o", "obj1.thinlto.bc"];
         let some = |_, _: &str| Some("d".to_string());
         let none = |_, _: &str| None;
-        assert!(k
-            .key(&common(), &argv, &inputs, &["obj1"], &some, Some("s"))
-            .is_some());
-        assert_eq!(
-            k.key(&common(), &argv, &inputs, &["obj1"], &none, Some("s")),
-            None
-        );
-        assert_eq!(
-            k.key(&common(), &argv, &inputs, &["obj1"], &some, None),
-            None
-        );
+        assert!(key_of_obj1(&k, &[], &some, Some("s")).is_some());
+        assert_eq!(key_of_obj1(&k, &[], &none, Some("s")), None);
+        assert_eq!(key_of_obj1(&k, &[], &some, None), None);
         // Nothing kept: no key.
         let off = Known::default();
         assert_eq!(key_of(&off, "m.1.111.native.o", "d1", "s1"), None);
@@ -359,21 +362,8 @@ mod tests {
 
     #[test]
     fn a_job_whose_command_names_its_object_elsewhere_is_not_remembered() {
-        let k = known();
-        let argv = [
-            "clang",
-            "m.o",
-            "-fthinlto-index=obj1.thinlto.bc",
-            "-o",
-            "obj1",
-            "-Dobj1",
-        ];
-        let inputs = ["m.o", "obj1.thinlto.bc"];
         let digest = |_, _: &str| Some("d".to_string());
-        assert_eq!(
-            k.key(&common(), &argv, &inputs, &["obj1"], &digest, Some("s")),
-            None
-        );
+        assert_eq!(key_of_obj1(&known(), &["-Dobj1"], &digest, Some("s")), None);
     }
 
     /// An entry of one output, with these summaries kept and ingredients.
