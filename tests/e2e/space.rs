@@ -336,23 +336,20 @@ pub fn wrapper_arg(s: &Space, name: &str) -> String {
 /// The build file formats `emit` writes, and the extension of their golden files.
 pub const FORMATS: [(&str, &str); 2] = [("ninja", "ninja"), ("make", "mk")];
 
-/// How long each job of `ordered_jobs` sleeps: chosen (by simulating two slots) so that, after
-/// the first two, no two jobs are granted a slot within 60 ms of each other, whatever the order.
-const SLEEPS: [f64; 16] = [
-    0.19, 0.19, 0.14, 0.13, 0.16, 0.18, 0.14, 0.12, 0.17, 0.18, 0.14, 0.16, 0.16, 0.15, 0.08, 0.16,
-];
-
 /// 16 jobs whose inputs grow with their index (so the costliest is the last in the file), each
-/// appending its index to `starts` when it starts.
+/// appending its index to `starts` when it starts. Job 15 then holds its slot until job 0 has
+/// started (20 s at most), so after the first two every job is granted the one slot freed by
+/// the end of the job before it: the order cannot depend on two slots freeing together.
 pub fn ordered_jobs(s: &Space) {
     let jobs = (0..16)
         .map(|i| {
             s.write(&format!("in{i}"), &"x".repeat((i + 1) * 100));
-            let script = format!(
-                "echo {i} >> starts; sleep {:.2}; {} > out{i}",
-                SLEEPS[i],
-                obj!()
-            );
+            let wait = match i {
+                15 => "n=0; until grep -qx 0 starts || [ $n -ge 2000 ]; do sleep 0.01; n=$((n+1)); done",
+                14 => "sleep 0.1",
+                _ => "sleep 0.03",
+            };
+            let script = format!("echo {i} >> starts; {wait}; {} > out{i}", obj!());
             sh_job(&script, &[format!("in{i}")], &[format!("out{i}")])
         })
         .collect();
@@ -360,7 +357,7 @@ pub fn ordered_jobs(s: &Space) {
 }
 
 /// The order the jobs started in: costliest first. The first two start together on two free
-/// slots, so either may log first; every later start follows a slot freed by a job's end.
+/// slots, so either may log first; every later start follows the end of the job before it.
 pub fn assert_costliest_first(s: &Space, how: &str) {
     let starts: Vec<usize> = s
         .read("starts")

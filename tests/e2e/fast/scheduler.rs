@@ -107,7 +107,9 @@ fn cpu_ticks(pid: i32) -> u64 {
 }
 
 /// Sixty launchers waiting for the one slot of the host pool spend no CPU: they block on their
-/// socket (launchers that polled a lock file spent about 0.09 CPU-s per second for 64).
+/// socket. Launchers that polled a lock file spent about 0.09 CPU-s per second for 64, some 13
+/// ticks in the 1.5 s measured; 5 ticks leaves room for a launcher still starting or a tick
+/// charged by a busy host, and still catches polling.
 #[test]
 fn waiting_launchers_spend_no_cpu() {
     let s = Space::new();
@@ -138,7 +140,7 @@ fn waiting_launchers_spend_no_cpu() {
     eprintln!("{} launchers, {} ticks", launchers.len(), after - before);
     assert!(link.wait().unwrap().success());
     assert!(
-        after - before <= 2,
+        after - before <= 5,
         "{} waiting launchers used {} CPU ticks in 1.5 s",
         launchers.len(),
         after - before
