@@ -194,19 +194,35 @@ impl Remote {
         cwd: &Path,
         identity: super::identity::Asked,
     ) -> Result<(Remote, Vec<Option<String>>), String> {
-        let (rt, client, cache_updates) = match connect(options) {
+        // The connection is made while the remembered digests and actions load.
+        let load = || {
+            let memo = Memo::load(options.memo.clone());
+            // Only with the action cache: a job remembered is built again to execute.
+            let known = match options.cache {
+                true => Known::load(options.memo.as_ref().map(|p| p.with_extension(ACTIONS))),
+                false => Known::default(),
+            };
+            (memo, known)
+        };
+        let (connected, (memo, known)) = std::thread::scope(|s| {
+            match std::thread::Builder::new().spawn_scoped(s, || connect(options)) {
+                Ok(connecting) => {
+                    let loaded = load();
+                    let connected = connecting
+                        .join()
+                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+                    (connected, loaded)
+                }
+                Err(_) => (connect(options), load()),
+            }
+        });
+        let (rt, client, cache_updates) = match connected {
             Ok(connected) => connected,
             Err(e) => {
-                // No server: nothing is read; the compiler's answer is waited for, not left.
+                // No server: no input is read; the compiler's answer is waited for, not left.
                 let _ = identity.answer();
                 return Err(e);
             }
-        };
-        let memo = Memo::load(options.memo.clone());
-        // Only with the action cache: a job remembered is built again to execute.
-        let known = match options.cache {
-            true => Known::load(options.memo.as_ref().map(|p| p.with_extension(ACTIONS))),
-            false => Known::default(),
         };
         let read = super::actions::read(file, cwd, &memo);
         let identity = identity.answer();
