@@ -92,20 +92,28 @@ pub struct Inputs {
     pub bytes: Vec<u64>,
 }
 
-/// Looks at every input once: whether it exists, and how big it is.
+/// Looks at every input once, on every core: whether it exists, and how big it is.
 pub fn stat_inputs(file: &JobFile<'_>, dir: &Path) -> Inputs {
-    let mut sizes: FxHashMap<&str, Option<u64>> = FxHashMap::default();
+    use rayon::prelude::*;
+    // Each distinct input, numbered in job order.
+    let mut number: FxHashMap<&str, usize> = FxHashMap::default();
+    let mut distinct = Vec::new();
+    for input in file.jobs.iter().flat_map(|j| &j.inputs) {
+        number.entry(input.as_ref()).or_insert_with(|| {
+            distinct.push(input.as_ref());
+            distinct.len() - 1
+        });
+    }
+    let sizes: Vec<Option<u64>> = distinct
+        .par_iter()
+        .map(|input| std::fs::metadata(dir.join(input)).ok().map(|m| m.len()))
+        .collect();
     let mut missing = Vec::new();
     let mut bytes = Vec::with_capacity(file.jobs.len());
     for (i, job) in file.jobs.iter().enumerate() {
         let mut total = 0;
         for input in &job.inputs {
-            let size = *sizes.entry(input.as_ref()).or_insert_with(|| {
-                std::fs::metadata(dir.join(input.as_ref()))
-                    .ok()
-                    .map(|m| m.len())
-            });
-            match size {
+            match sizes[number[input.as_ref()]] {
                 Some(n) => total += n,
                 None => missing.push((i, input.to_string())),
             }
