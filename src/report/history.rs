@@ -235,18 +235,14 @@ impl History {
         seconds: &[Option<f64>],
         actions: &[Option<&Ingredients>],
     ) -> std::io::Result<()> {
-        if self.holds(file, seconds, actions) {
-            // What the file holds already (a relink whose jobs all came from the action
-            // cache): only marked as used, for the trim.
-            crate::fsutil::keep(self.path.as_std_path(), true, || {
-                Ok(serde_json::to_vec(&self.saved)?)
-            })?;
-            return Ok(());
-        }
-        let saved = self.next(file, seconds, actions);
-        // The same as the file holds: only marked as used, for the trim.
-        let unchanged = saved == self.saved;
-        self.saved = saved;
+        // The same as the file holds (found without folding in a relink whose jobs all came
+        // from the action cache): only marked as used, for the trim.
+        let unchanged = self.holds(file, seconds, actions) || {
+            let saved = self.next(file, seconds, actions);
+            let unchanged = saved == self.saved;
+            self.saved = saved;
+            unchanged
+        };
         let bytes = || Ok(serde_json::to_vec(&self.saved)?);
         if !crate::fsutil::keep(self.path.as_std_path(), unchanged, bytes)? {
             return Ok(());
@@ -323,7 +319,7 @@ impl History {
         seconds: &[Option<f64>],
         actions: &[Option<&Ingredients>],
     ) -> bool {
-        if seconds.iter().any(Option::is_some) {
+        if seconds.len() != file.jobs.len() || seconds.iter().any(Option::is_some) {
             return false;
         }
         let modules: Vec<Option<String>> = (0..file.jobs.len()).map(|i| module(file, i)).collect();
@@ -555,10 +551,12 @@ mod tests {
     fn a_run_that_changes_nothing_is_found_without_folding() {
         let dir = tempfile::tempdir().unwrap();
         let dir = Utf8Path::from_path(dir.path()).unwrap();
+        // z.o is no job's module (lld's cache had it): its import stays while an action has it.
         let a = made(&[
             ("the module a.o", "1"),
             ("the command", "c"),
             ("an import b.o", "2"),
+            ("an import z.o", "9"),
         ]);
         let b = made(&[("the module b.o", "2"), ("the command", "c")]);
         let abc = file(&["a.o", "b.o", "c.o"]);
@@ -570,15 +568,18 @@ mod tests {
             ("the module a.o", "1"),
             ("the command", "c"),
             ("an import b.o", "3"),
+            ("an import z.o", "9"),
         ]);
         let more_imports = made(&[
             ("the module a.o", "1"),
             ("the command", "c"),
             ("an import b.o", "2"),
             ("an import c.o", "4"),
+            ("an import z.o", "9"),
         ]);
         let other_command = made(&[("the module b.o", "2"), ("the command", "d")]);
         let ab = file(&["a.o", "b.o"]);
+        let aabc = file(&["a.o", "a.o", "b.o", "c.o"]);
         let none = [None, None, None];
         /// (what, the job file, its durations, its actions, whether the file holds it)
         type Case<'a> = (
@@ -588,7 +589,7 @@ mod tests {
             &'a [Option<&'a Ingredients>],
             bool,
         );
-        let cases: [Case; 8] = [
+        let cases: [Case; 9] = [
             (
                 "all from the cache",
                 &abc,
@@ -596,7 +597,15 @@ mod tests {
                 &[Some(&a), Some(&b), None],
                 true,
             ),
-            ("no actions", &abc, &none, &[None, None, None], true),
+            // z.o's import goes: no action has it any more.
+            ("no actions", &abc, &none, &[None, None, None], false),
+            (
+                "two jobs of one module",
+                &aabc,
+                &[None, None, None, None],
+                &[Some(&a), Some(&a), Some(&b), None],
+                true,
+            ),
             (
                 "a duration",
                 &abc,
