@@ -205,7 +205,10 @@ impl Remote {
             (memo, known)
         };
         let (connected, (memo, known)) = std::thread::scope(|s| {
-            match std::thread::Builder::new().spawn_scoped(s, || connect(options)) {
+            match std::thread::Builder::new()
+                .name("connect".into())
+                .spawn_scoped(s, || connect(options))
+            {
                 Ok(connecting) => {
                     let loaded = load();
                     let connected = connecting
