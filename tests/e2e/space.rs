@@ -338,14 +338,16 @@ pub const FORMATS: [(&str, &str); 2] = [("ninja", "ninja"), ("make", "mk")];
 
 /// 16 jobs whose inputs grow with their index (so the costliest is the last in the file), each
 /// appending its index to `starts` when it starts. Job 15 then holds its slot until job 0 has
-/// started (20 s at most), so after the first two every job is granted the one slot freed by
-/// the end of the job before it: the order cannot depend on two slots freeing together.
+/// started (and fails after some 20 s without it), so after the first two every job is granted
+/// the one slot freed by the end of the job before it: the order cannot depend on two slots
+/// freeing together.
 pub fn ordered_jobs(s: &Space) {
     let jobs = (0..16)
         .map(|i| {
             s.write(&format!("in{i}"), &"x".repeat((i + 1) * 100));
             let wait = match i {
-                15 => "n=0; until grep -qx 0 starts || [ $n -ge 2000 ]; do sleep 0.01; n=$((n+1)); done",
+                15 => "n=0; until grep -qx 0 starts || [ $n -ge 2000 ]; do sleep 0.01; n=$((n+1)); done; \
+                       [ $n -lt 2000 ] || { echo job 0 never started >&2; exit 1; }",
                 14 => "sleep 0.1",
                 _ => "sleep 0.03",
             };

@@ -138,6 +138,8 @@ fn waiting_launchers_spend_no_cpu() {
     std::thread::sleep(Duration::from_millis(1500));
     let after: u64 = launchers.iter().map(|(p, _)| cpu_ticks(*p)).sum();
     eprintln!("{} launchers, {} ticks", launchers.len(), after - before);
+    // Else the long job ended inside the window, and launchers ran jobs rather than waited.
+    assert!(!s.path("long").exists(), "the launchers took 3 s to start");
     assert!(link.wait().unwrap().success());
     assert!(
         after - before <= 5,
