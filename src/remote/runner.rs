@@ -204,21 +204,7 @@ impl Remote {
             };
             (memo, known)
         };
-        let (connected, (memo, known)) = std::thread::scope(|s| {
-            match std::thread::Builder::new()
-                .name("connect".into())
-                .spawn_scoped(s, || connect(options))
-            {
-                Ok(connecting) => {
-                    let loaded = load();
-                    let connected = connecting
-                        .join()
-                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-                    (connected, loaded)
-                }
-                Err(_) => (connect(options), load()),
-            }
-        });
+        let (connected, (memo, known)) = rayon::join(|| connect(options), load);
         let (rt, client, cache_updates) = match connected {
             Ok(connected) => connected,
             Err(e) => {
