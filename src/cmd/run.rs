@@ -718,8 +718,8 @@ fn conclude(p: Prepared<'_>, mut s: Settled, watch: &Watch) -> Result<(), Fail> 
                 .outcomes
                 .iter()
                 .map(|o| match o.ran {
-                    Ran::Remote if cached => o.remote.as_ref().map(|r| &r.ingredients),
-                    Ran::RemoteCache => o.remote.as_ref().map(|r| &r.ingredients),
+                    Ran::Remote if cached => o.remote.as_ref().map(|r| &*r.ingredients),
+                    Ran::RemoteCache => o.remote.as_ref().map(|r| &*r.ingredients),
                     _ => None,
                 })
                 .collect();

@@ -144,7 +144,7 @@ pub struct RemoteInfo {
     pub miss_kind: Option<String>,
     /// What went into its action, to compare with the next link's.
     #[serde(skip)]
-    pub ingredients: Ingredients,
+    pub ingredients: std::sync::Arc<Ingredients>,
 }
 
 /// Labels (`the compiler`, `the command`, `the module M`, `an import M`, `the index shard`;

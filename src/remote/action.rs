@@ -75,7 +75,7 @@ pub struct JobAction {
     pub summaries_kept: Option<String>,
     /// What went into the action, each by a label that stays from link to link, with a digest:
     /// to say which of them changed when the action misses the cache.
-    pub ingredients: Ingredients,
+    pub ingredients: std::sync::Arc<Ingredients>,
     /// False for a job remembered from the last link (known.rs): no blobs and no uses until it
     /// is built again, which it is only to execute.
     pub whole: bool,
@@ -336,7 +336,7 @@ pub fn build(
     };
     let ingredients = ingredients(common, &cwd, argv, inputs, outputs, digest_of_file, &layout);
     let mut job = finish(common, layout, by_name);
-    job.ingredients = ingredients;
+    job.ingredients = std::sync::Arc::new(ingredients);
     job.summaries_kept = summaries_kept;
     Ok(job)
 }
@@ -512,7 +512,7 @@ fn finish(common: &Common, layout: Layout, by_name: Option<String>) -> JobAction
         uses,
         by_name,
         summaries_kept: None,
-        ingredients: Ingredients::new(),
+        ingredients: Default::default(),
         whole: true,
         last: Vec::new(),
     }

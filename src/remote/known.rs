@@ -30,7 +30,8 @@ struct Entry {
     /// Each output's path in the action's result, in the job's order.
     outputs: Vec<String>,
     summaries_kept: Option<String>,
-    ingredients: Ingredients,
+    /// Shared with the job's action and its report: not copied per job.
+    ingredients: std::sync::Arc<Ingredients>,
     /// Each output's digest (hash, size) in the last link's result, when it had one.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     results: Vec<(String, i64)>,
@@ -373,10 +374,12 @@ mod tests {
             size: 12,
             outputs: vec!["dtlto-job.native.o".into()],
             summaries_kept: summaries_kept.map(String::from),
-            ingredients: ingredients
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
+            ingredients: std::sync::Arc::new(
+                ingredients
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+            ),
             results: vec![("cd".into(), 3)],
         }
     }
