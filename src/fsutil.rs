@@ -117,16 +117,12 @@ pub fn first_file(
 
 /// The SHA-256 of `bytes`, in lower-case hex.
 pub fn sha256_hex(bytes: &[u8]) -> String {
-    hex(&Sha256::digest(bytes))
+    hex(Sha256::digest(bytes))
 }
 
-/// Lower-case hex of `bytes`.
-pub fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write;
-    bytes.iter().fold(String::new(), |mut s, b| {
-        let _ = write!(s, "{b:02x}");
-        s
-    })
+/// Lower-case hex of a SHA-256 (the digest crate's own formatting, in one buffer).
+pub fn hex(digest: sha2::digest::Output<Sha256>) -> String {
+    format!("{digest:x}")
 }
 
 /// A file name of 16 hex digits that stays the same for the same `parts` (the first 8 bytes of
@@ -139,7 +135,7 @@ pub fn stable_name(parts: &[&[u8]]) -> String {
         }
         h.update(part);
     }
-    hex(&h.finalize()[..8])
+    hex(h.finalize())[..16].to_string()
 }
 
 /// Sets the file's modification time to now, without changing it otherwise.
@@ -174,6 +170,19 @@ pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 mod tests {
     use super::*;
     use camino::Utf8PathBuf;
+
+    #[test]
+    fn digests_are_lower_case_hex_of_64_digits() {
+        // The SHA-256 of nothing and of "abc" (FIPS 180-2).
+        assert_eq!(
+            sha256_hex(b""),
+            "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+        );
+        assert_eq!(
+            sha256_hex(b"abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+    }
 
     #[test]
     fn stable_names_are_the_first_8_bytes_of_the_joined_parts_digest() {

@@ -173,7 +173,7 @@ pub fn read_digest(f: &mut impl Read) -> std::io::Result<re::Digest> {
         h.update(&buf[..n]);
     }
     Ok(re::Digest {
-        hash: crate::fsutil::hex(&h.finalize()),
+        hash: crate::fsutil::hex(h.finalize()),
         size_bytes: size as i64,
     })
 }

@@ -122,7 +122,7 @@ fn ask(path: &Path, real: &Path) -> Result<(String, Option<PathBuf>), String> {
     h.update(digest.hash.as_bytes());
     h.update(version.as_bytes());
     Ok((
-        format!("sha256:{}", crate::fsutil::hex(&h.finalize())),
+        format!("sha256:{}", crate::fsutil::hex(h.finalize())),
         installed,
     ))
 }

@@ -227,7 +227,7 @@ impl Words {
 
     fn finish(self) -> String {
         use sha2::Digest;
-        crate::fsutil::hex(&self.0.finalize())
+        crate::fsutil::hex(self.0.finalize())
     }
 }
 

@@ -632,7 +632,7 @@ fn uuid_like() -> String {
         std::process::id(),
         std::thread::current().id()
     );
-    let h = crate::fsutil::hex(&Sha256::digest(seed.as_bytes()));
+    let h = crate::fsutil::hex(Sha256::digest(seed.as_bytes()));
     format!(
         "{}-{}-4{}-a{}-{}",
         &h[0..8],
