@@ -95,6 +95,8 @@ struct Prepared<'a> {
     file: Arc<JobFile<'static>>,
     wrapper: Vec<String>,
     input_bytes: Vec<u64>,
+    /// What the look at the inputs found (remote links only).
+    seen: check::Seen,
     cost: Vec<f64>,
     history: Option<History>,
     /// The build tool and its file, once written (never, when no job is left to run).
@@ -172,7 +174,7 @@ fn prepare<'a>(
     if let Some(why) = remote.as_ref().and_then(|o| o.disk_unused()) {
         report::warning(&format!("--remote-disk-cache is not used: {why}"));
     }
-    let inputs = check::stat_inputs(&file, &cwd);
+    let inputs = check::stat_inputs(&file, &cwd, remote.is_some());
     if let Some(list) = missing_list(&file, inputs.missing.len(), &inputs.missing) {
         return Err(Fail::bad_input(format!("check inputs of {path}: {list}")));
     }
@@ -212,6 +214,7 @@ fn prepare<'a>(
         file: Arc::new(file),
         wrapper,
         input_bytes: inputs.bytes,
+        seen: inputs.seen,
         cost,
         history,
         tool: None,
@@ -312,7 +315,8 @@ fn start_remote(p: &mut Prepared<'_>) -> Remoting {
     let (Some(options), Some(identity)) = (&p.remote, p.identity.take()) else {
         return none();
     };
-    match crate::remote::Remote::start(options, &p.file, &p.cwd, identity) {
+    let seen = std::mem::take(&mut p.seen);
+    match crate::remote::Remote::start(options, &p.file, &p.cwd, identity, &seen) {
         Ok((remote, why)) => {
             let here: Vec<(usize, &String)> = why
                 .iter()

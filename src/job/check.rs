@@ -90,10 +90,17 @@ pub struct Inputs {
     pub missing: Vec<(usize, String)>,
     /// Bytes each job reads (module, shard, imports, shared inputs): the estimate of its cost.
     pub bytes: Vec<u64>,
+    /// What that look found of each input that exists, by its path as written, when asked to
+    /// keep it (a remote link's remembered digests are found by it without a second look).
+    pub seen: Seen,
 }
 
-/// Looks at every input once, on every core: whether it exists, and how big it is.
-pub fn stat_inputs(file: &JobFile<'_>, dir: &Path) -> Inputs {
+/// Each input's metadata, by its path as written.
+pub type Seen = FxHashMap<String, std::fs::Metadata>;
+
+/// Looks at every input once, on every core: whether it exists, and how big it is; and keeps
+/// what it found of each, when `keep`.
+pub fn stat_inputs(file: &JobFile<'_>, dir: &Path, keep: bool) -> Inputs {
     use rayon::prelude::*;
     // Each distinct input, numbered in job order.
     let mut number: FxHashMap<&str, usize> = FxHashMap::default();
@@ -104,10 +111,17 @@ pub fn stat_inputs(file: &JobFile<'_>, dir: &Path) -> Inputs {
             distinct.len() - 1
         });
     }
-    let sizes: Vec<Option<u64>> = distinct
+    let found: Vec<Option<std::fs::Metadata>> = distinct
         .par_iter()
-        .map(|input| std::fs::metadata(dir.join(input)).ok().map(|m| m.len()))
+        .map(|input| std::fs::metadata(dir.join(input)).ok())
         .collect();
+    let sizes: Vec<Option<u64>> = found.iter().map(|m| m.as_ref().map(|m| m.len())).collect();
+    let seen = match keep {
+        true => (distinct.iter().zip(found))
+            .filter_map(|(input, m)| Some((input.to_string(), m?)))
+            .collect(),
+        false => Seen::default(),
+    };
     let mut missing = Vec::new();
     let mut bytes = Vec::with_capacity(file.jobs.len());
     for (i, job) in file.jobs.iter().enumerate() {
@@ -120,7 +134,11 @@ pub fn stat_inputs(file: &JobFile<'_>, dir: &Path) -> Inputs {
         }
         bytes.push(total);
     }
-    Inputs { missing, bytes }
+    Inputs {
+        missing,
+        bytes,
+        seen,
+    }
 }
 
 /// Inputs that do not exist: how many, and the first `keep` as (job index, path), in job order.
@@ -257,12 +275,15 @@ mod tests {
         let f = file(
             r#"{"args":[],"inputs":["here.o","gone.o"],"outputs":["a"]},{"args":[],"inputs":["gone.o"],"outputs":["b"]}"#,
         );
-        let inputs = stat_inputs(&f, dir.path());
+        let inputs = stat_inputs(&f, dir.path(), true);
         assert_eq!(
             inputs.missing,
             [(0, "gone.o".to_string()), (1, "gone.o".to_string())]
         );
         assert_eq!(inputs.bytes, [1, 0]);
+        assert_eq!(inputs.seen.keys().collect::<Vec<_>>(), ["here.o"]);
+        assert_eq!(inputs.seen["here.o"].len(), 1);
+        assert!(stat_inputs(&f, dir.path(), false).seen.is_empty());
     }
 
     #[test]

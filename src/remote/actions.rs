@@ -52,30 +52,31 @@ fn shard_name(inputs: &[&str], outputs: &[&str]) -> Option<String> {
     inputs.contains(&name.as_str()).then_some(name)
 }
 
-/// Reads every input of `file`'s jobs once, on every core.
-pub fn read(file: &JobFile<'_>, cwd: &Path, memo: &Memo) -> Read {
+/// Reads every input of `file`'s jobs once, on every core; `seen` holds what an earlier look
+/// found of them (the memo looks at the others itself).
+pub fn read(file: &JobFile<'_>, cwd: &Path, memo: &Memo, seen: &crate::job::check::Seen) -> Read {
     // Each input as written once, in job order (most are many jobs' imports), then each file
     // once, where it is first written.
-    let mut seen: rustc_hash::FxHashSet<&str> = Default::default();
-    let mut wanted: HashMap<PathBuf, PathBuf> = HashMap::new();
+    let mut listed: rustc_hash::FxHashSet<&str> = Default::default();
+    let mut wanted: HashMap<PathBuf, (PathBuf, &str)> = HashMap::new();
     let mut shards = Vec::with_capacity(file.jobs.len());
     for job in &file.jobs {
         let [_, inputs, outputs] = words(job);
         let shard = shard_name(&inputs, &outputs);
         for input in inputs.iter().filter(|i| Some(**i) != shard.as_deref()) {
-            if seen.insert(input) {
+            if listed.insert(input) {
                 wanted
                     .entry(action::absolute(cwd, input))
-                    .or_insert_with(|| cwd.join(input));
+                    .or_insert_with(|| (cwd.join(input), input));
             }
         }
         shards.push(shard);
     }
     let files = wanted
         .into_par_iter()
-        .map(|(path, there)| {
+        .map(|(path, (there, input))| {
             let found = memo
-                .digest(&there)
+                .digest(&there, seen.get(input))
                 .map(|d| (d, there))
                 .map_err(|e| e.to_string());
             (path, found)

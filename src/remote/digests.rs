@@ -88,13 +88,20 @@ impl Memo {
     }
 
     /// The digest of the file at `path`: remembered when its identity is unchanged (one look
-    /// at the file, which is not opened), else read.
-    pub fn digest(&self, path: &Path) -> std::io::Result<re::Digest> {
+    /// at the file, which is not opened; none when `seen` is what a look found), else read.
+    pub fn digest(
+        &self,
+        path: &Path,
+        seen: Option<&std::fs::Metadata>,
+    ) -> std::io::Result<re::Digest> {
         if self.path.is_none() {
             // Nothing is remembered: no identity to take.
             return read_digest(&mut std::fs::File::open(path)?);
         }
-        let seen = Key::of(&std::fs::metadata(path)?);
+        let seen = match seen {
+            Some(m) => Key::of(m),
+            None => Key::of(&std::fs::metadata(path)?),
+        };
         let trusted = self.trusted(seen.dev, path);
         if let Some(hash) = self.known.get(&seen).filter(|_| trusted) {
             crate::fsutil::lock(&self.now).insert(seen, hash.clone());
@@ -248,7 +255,7 @@ mod tests {
         let one = read_digest(&mut &b"one"[..]).unwrap();
         // Just written: its change time is now, so it is read but not remembered.
         let memo = Memo::load(Some(memo_path.clone()));
-        assert_eq!(memo.digest(&file).unwrap(), one);
+        assert_eq!(memo.digest(&file, None).unwrap(), one);
         memo.save().unwrap();
         assert!(Memo::load(Some(memo_path.clone())).known.is_empty());
         // The change time cannot be set back: a memo that saw it long ago stands in for that.
@@ -256,7 +263,11 @@ mod tests {
         let fake = "f".repeat(64);
         std::fs::write(&memo_path, format(&HashMap::from([(key, fake.clone())]))).unwrap();
         let memo = Memo::load(Some(memo_path.clone()));
-        assert_eq!(memo.digest(&file).unwrap().hash, fake, "not read again");
+        assert_eq!(
+            memo.digest(&file, None).unwrap().hash,
+            fake,
+            "not read again"
+        );
         // Unchanged: not written again, only marked as used.
         let text = std::fs::read_to_string(&memo_path).unwrap();
         set_times(&memo_path, 3600);
@@ -273,7 +284,7 @@ mod tests {
         set_times(&file, 3600);
         let memo = Memo::load(Some(memo_path.clone()));
         assert_eq!(
-            memo.digest(&file).unwrap(),
+            memo.digest(&file, None).unwrap(),
             read_digest(&mut &b"two"[..]).unwrap()
         );
     }

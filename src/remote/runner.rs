@@ -193,6 +193,7 @@ impl Remote {
         file: &Arc<JobFile<'static>>,
         cwd: &Path,
         identity: super::identity::Asked,
+        seen: &crate::job::check::Seen,
     ) -> Result<(Remote, Vec<Option<String>>), String> {
         // The connection is made while the remembered digests and actions load.
         let load = || {
@@ -213,7 +214,7 @@ impl Remote {
                 return Err(e);
             }
         };
-        let read = super::actions::read(file, cwd, &memo);
+        let read = super::actions::read(file, cwd, &memo, seen);
         let identity = identity.answer();
         let common = Common {
             cwd: cwd.to_path_buf(),
