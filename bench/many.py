@@ -174,12 +174,19 @@ def main():
     if not args.no_local:
         ideal = [f"-fthinlto-distributor={bench.IDEAL}", "-Xthinlto-distributor=-j2"]
         two = bridge + ["-Xthinlto-distributor=--jobs=2"]
-        for _ in range(args.runs):
-            local_t.append(link(two))
-            direct_t.append(link(two + ["-Xthinlto-distributor=--backend=direct"]))
-            ideal_t.append(link(ideal))
+        ways = [(local_t, two), (direct_t, two + ["-Xthinlto-distributor=--backend=direct"]),
+                (ideal_t, ideal)]
+        for r in range(args.runs):
+            # Each round in another order, so that none of the three always follows another
+            # (this VM's speed drifts within minutes).
+            for times, extra in ways[r % 3:] + ways[:r % 3]:
+                times.append(link(extra))
 
     med = statistics.median
+
+    def per_round(a, b):
+        """The median of the ratios of runs of the same round: drift between rounds cancels."""
+        return f"{med(x / y for x, y in zip(a, b)):.3f}x"
     today = datetime.date.today().isoformat()
     lines = [
         f"# dtlto-bridge many-module benchmark, {today}",
@@ -192,33 +199,39 @@ def main():
         f"Command: `bench/many.sh --modules {n} --runs {args.runs}"
         f"{' --also-in ' + args.also_in if args.also_in else ''}"
         f"{' --no-local' if args.no_local else ''}` (medians of {args.runs} "
-        "runs, interleaved where compared; each time is the whole clang link).",
+        "runs, interleaved: a round runs each way once, the local ones in a rotating order; "
+        "each time is the whole clang link).",
     ]
     rows = []
     for fs, (lld_t, cached_t, disk_t, store_t, floor_t) in cached.items():
         rows += [[f"{fs}: lld's own cache (--thinlto-cache-dir, in-process), everything cached",
-                  f"{med(lld_t):.3f}", "1.00x"],
+                  f"{med(lld_t):.3f}", "1.00x", "1.000x"],
                  [f"{fs}: dtlto-bridge --remote, every job from the action cache",
-                  f"{med(cached_t):.3f}", f"{med(cached_t) / med(lld_t):.2f}x"],
+                  f"{med(cached_t):.3f}", f"{med(cached_t) / med(lld_t):.2f}x",
+                  per_round(cached_t, lld_t)],
                  [f"{fs}: dtlto-bridge --remote --remote-disk-cache, every job from the disk",
-                  f"{med(disk_t):.3f}", f"{med(disk_t) / med(lld_t):.2f}x"],
+                  f"{med(disk_t):.3f}", f"{med(disk_t) / med(lld_t):.2f}x",
+                  per_round(disk_t, lld_t)],
                  [f"{fs}: floor: each object hard-linked by its module's name, nothing checked "
                   "(bench/ideal.rs --store)", f"{med(store_t):.3f}",
-                  f"{med(store_t) / med(lld_t):.2f}x"],
+                  f"{med(store_t) / med(lld_t):.2f}x", per_round(store_t, lld_t)],
                  [f"{fs}: lld's DTLTO alone (distributor /bin/true: shards written, no object)",
-                  f"{med(floor_t):.3f}", f"{med(floor_t) / med(lld_t):.2f}x"]]
-    rows.append(["dtlto-bridge --remote, first link on an empty server", f"{first_s:.3f}", ""])
-    lines += bench.table(f"Cached relinks: {n} backend jobs", ["link", "s", "vs lld's cache"],
-                         rows)
+                  f"{med(floor_t):.3f}", f"{med(floor_t) / med(lld_t):.2f}x",
+                  per_round(floor_t, lld_t)]]
+    rows.append(["dtlto-bridge --remote, first link on an empty server", f"{first_s:.3f}", "",
+                 ""])
+    lines += bench.table(f"Cached relinks: {n} backend jobs",
+                         ["link", "s", "vs lld's cache", "median of the rounds' ratios"], rows)
     if local_t:
         lines += bench.table(
             f"Local execution: {n} backend jobs on 2 cores",
-            ["distributor", "s", "vs minimal"],
-            [["minimal executor (bench/ideal.rs, 2 threads)", f"{med(ideal_t):.3f}", "1.00x"],
+            ["distributor", "s", "vs minimal", "median of the rounds' ratios"],
+            [["minimal executor (bench/ideal.rs, 2 threads)", f"{med(ideal_t):.3f}", "1.00x",
+              "1.000x"],
              ["dtlto-bridge --backend=direct --jobs=2", f"{med(direct_t):.3f}",
-              f"{med(direct_t) / med(ideal_t):.3f}x"],
+              f"{med(direct_t) / med(ideal_t):.3f}x", per_round(direct_t, ideal_t)],
              ["dtlto-bridge (ninja, --jobs=2)", f"{med(local_t):.3f}",
-              f"{med(local_t) / med(ideal_t):.3f}x"]])
+              f"{med(local_t) / med(ideal_t):.3f}x", per_round(local_t, ideal_t)]])
     bench.publish(lines, f"{today}-many")
 
 

@@ -91,6 +91,19 @@ def link(cmd, objects, cwd, env):
         return seconds, json.load(f)
 
 
+def plain(cmd, objects, cwd, env):
+    """One link without a report (as a user's relink); its wall seconds. The program must pass
+    its self-test."""
+    prog = os.path.join(cwd, "prog")
+    if os.path.exists(prog):
+        os.remove(prog)
+    seconds = bench.timed(cmd + objects + ["-lm", "-o", "prog"], env=env, cwd=cwd)
+    check = subprocess.run([prog], capture_output=True, text=True)
+    if check.returncode != 0 or "self-test ok" not in check.stdout:
+        sys.exit(f"the linked program failed its self-test: {check.stderr}")
+    return seconds
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lua", required=True)
@@ -116,6 +129,19 @@ def main():
         assert farm.executed() == before, "a cached relink executed something"
         cached_s = statistics.median(s for s, _ in cached)
         hits = [r["totals"]["remote_cache"] for _, r in cached]
+        # The same relink against lld's own ThinLTO cache, interleaved, asking for no report:
+        # lld's cache, the action cache, the disk cache (each object one hard link).
+        own = ["clang-22", "-O2", "-flto=thin", "-fuse-ld=lld-22",
+               f"-Wl,--thinlto-cache-dir={os.path.join(cwd, 'lld-cache')}"]
+        disk = remote + [f"-Xthinlto-distributor=--remote-disk-cache={os.path.join(cwd, 'dc')}"]
+        ways = [own, remote, disk]
+        for way in ways:
+            plain(way, objects, cwd, env)
+        relinks = [[], [], []]
+        for _ in range(max(args.runs, 5)):
+            for times, way in zip(relinks, ways):
+                times.append(plain(way, objects, cwd, env))
+        assert farm.executed() == before, "a cached relink executed something"
         # Interleaved: here, and remotely without the cache (every job executed by the workers).
         local_t, nocache_t = [], []
         for _ in range(args.runs):
@@ -170,6 +196,20 @@ def main():
          ["remote, first link on an empty server", f"{first_s:.3f}"],
          ["remote, relink of unchanged objects (all from the action cache)", f"{cached_s:.3f}"],
          ["remote, relink after touching one source", f"{touch_s:.3f}"]],
+    )
+    own_t, remote_t, disk_t = relinks
+    ratio = lambda t: (f"{statistics.median(t) / statistics.median(own_t):.2f}x",
+                       f"{statistics.median(a / b for a, b in zip(t, own_t)):.2f}x")
+    lines += bench.table(
+        f"Cached relinks of Lua ({njobs} jobs) against lld's own cache ({len(own_t)} rounds, "
+        "interleaved, no report asked)",
+        ["relink", "s", "vs lld's cache", "median of the rounds' ratios"],
+        [["lld's own cache (--thinlto-cache-dir, in-process)",
+          f"{statistics.median(own_t):.3f}", "1.00x", "1.00x"],
+         ["dtlto-bridge --remote, every job from the action cache",
+          f"{statistics.median(remote_t):.3f}", *ratio(remote_t)],
+         ["dtlto-bridge --remote --remote-disk-cache, every job from the disk",
+          f"{statistics.median(disk_t):.3f}", *ratio(disk_t)]],
     )
     lines += bench.table(
         "Bytes uploaded",
