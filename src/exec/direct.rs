@@ -1,10 +1,12 @@
 //! Direct: starts a link's commands from the run itself (`--backend direct`): no build file, no
 //! build tool, no launcher process per job.
 //!
-//! One thread starts every command, in the order the scheduler decided (a cancel never overtakes
-//! its start), without copying the run's memory (a vfork: the guard, which hears of each start,
-//! stops the commands should the run die); threads kept for reuse wait for them. It knows
-//! processes and files; it does not decide what runs (`sched::Core`) or check outputs.
+//! A command starts on the thread that decided it, at once and in decision order (the run
+//! holds its lock while it starts one, so a cancel never overtakes its start): the thread that
+//! saw a command end starts the next, with no other thread to wake. It starts without copying
+//! the run's memory (a vfork: the guard, which hears of each start, stops the commands should
+//! the run die); threads kept for reuse wait for them. It knows processes and files; it does
+//! not decide what runs (`sched::Core`) or check outputs.
 
 use crate::exec::guard::Guard;
 use crate::exec::process::{self, Watch};
@@ -16,73 +18,76 @@ use std::io;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
-use std::thread::JoinHandle;
 
-/// What the run asks of the starter, in the order it decided.
-pub enum Order {
-    /// Run job `index`'s command; its stderr goes to `run.stderr` when it wrote any, its stdout
-    /// nowhere (as under ninja and make, where only the tool's log gets it).
-    Start { index: usize, run: proto::Run },
-    /// Send `signal` to job `index`'s command, if it still runs.
-    Cancel { index: usize, signal: i32 },
-}
-
-/// Called on a waiting thread with each command's end (a failure to start too).
+/// Called on a waiting thread with each command's end.
 pub type Exited = Arc<dyn Fn(usize, Status) + Send + Sync>;
 
-/// The starter thread, until `stop`.
+/// The commands of a run, until `stop`.
 pub struct Direct {
-    orders: Mutex<Option<mpsc::Sender<Order>>>,
-    thread: Mutex<Option<JoinHandle<()>>>,
+    watch: Watch,
+    guard: Arc<Guard>,
+    exited: Exited,
+    /// None once stopped: nothing starts any more.
+    running: Mutex<Option<Running>>,
+}
+
+struct Running {
+    /// Each job's process group, while the watch knows it.
+    targets: HashMap<usize, i32>,
+    waiters: Waiters,
 }
 
 impl Direct {
-    pub fn start(watch: Watch, guard: Arc<Guard>, exited: Exited) -> io::Result<Direct> {
-        let (tx, rx) = mpsc::channel::<Order>();
-        let thread = std::thread::Builder::new()
-            .name("start".into())
-            .spawn(move || {
-                // Each job's process group, while the watch knows it.
-                let mut targets: HashMap<usize, i32> = HashMap::new();
-                let waiters = Waiters::new();
-                for order in rx {
-                    match order {
-                        Order::Start { index, run } => {
-                            let started = start(index, &run, &watch, &guard, &exited, &waiters);
-                            if let Some(target) = started {
-                                targets.insert(index, target);
-                            }
-                        }
-                        Order::Cancel { index, signal } => {
-                            if let Some(&target) = targets.get(&index) {
-                                watch.signal_child(target, signal);
-                            }
-                        }
-                    }
-                }
-            })?;
-        Ok(Direct {
-            orders: Mutex::new(Some(tx)),
-            thread: Mutex::new(Some(thread)),
-        })
-    }
-
-    pub fn order(&self, order: Order) {
-        if let Some(tx) = &*crate::fsutil::lock(&self.orders) {
-            let _ = tx.send(order);
+    pub fn new(watch: Watch, guard: Arc<Guard>, exited: Exited) -> Direct {
+        Direct {
+            watch,
+            guard,
+            exited,
+            running: Mutex::new(Some(Running {
+                targets: HashMap::new(),
+                waiters: Waiters::new(),
+            })),
         }
     }
 
-    /// Ends the starter thread, once no command runs.
+    /// Starts job `index`'s command on this thread (its stderr goes to `run.stderr` when it
+    /// wrote any, its stdout nowhere, as under ninja and make, where only the tool's log gets
+    /// it); its end comes to `exited` from a waiting thread. The status of a command that could
+    /// not start (or be waited for) is returned instead, for the caller to take as its end:
+    /// the caller holds the run's lock, which `exited` takes.
+    pub fn start(&self, index: usize, run: &proto::Run) -> Result<(), Status> {
+        let mut running = crate::fsutil::lock(&self.running);
+        let Some(running) = running.as_mut() else {
+            return Ok(());
+        };
+        let target = start(
+            index,
+            run,
+            &self.watch,
+            &self.guard,
+            &self.exited,
+            &running.waiters,
+        )?;
+        running.targets.insert(index, target);
+        Ok(())
+    }
+
+    /// Sends `signal` to job `index`'s command, if it still runs.
+    pub fn cancel(&self, index: usize, signal: i32) {
+        let running = crate::fsutil::lock(&self.running);
+        if let Some(&target) = running.as_ref().and_then(|r| r.targets.get(&index)) {
+            self.watch.signal_child(target, signal);
+        }
+    }
+
+    /// Starts nothing more; the waiting threads end once no command runs.
     pub fn stop(&self) {
-        crate::fsutil::lock(&self.orders).take();
-        if let Some(t) = crate::fsutil::lock(&self.thread).take() {
-            let _ = t.join();
-        }
+        crate::fsutil::lock(&self.running).take();
     }
 }
 
-/// Starts job `index`'s command and a thread that waits for it; returns its process group.
+/// Starts job `index`'s command and hands it to a waiting thread; returns its process group,
+/// or the status of a command that could not start or be waited for.
 fn start(
     index: usize,
     run: &proto::Run,
@@ -90,7 +95,7 @@ fn start(
     guard: &Arc<Guard>,
     exited: &Exited,
     waiters: &Waiters,
-) -> Option<i32> {
+) -> Result<i32, Status> {
     let started = now();
     let name = process::program(&run.argv);
     // In memory until the command ends: most write nothing, and a file created per job costs
@@ -106,7 +111,11 @@ fn start(
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(stderr);
-        for var in process::JOBSERVER_VARS {
+        // Only those set: removing one copies the whole environment for the command.
+        for var in process::JOBSERVER_VARS
+            .iter()
+            .filter(|v| std::env::var_os(v).is_some())
+        {
             cmd.env_remove(var);
         }
         let child = process::spawn(
@@ -122,13 +131,8 @@ fn start(
         )?;
         Ok((child, capture))
     });
-    let (child, capture) = match spawned {
-        Ok(started) => started,
-        Err(e) => {
-            exited(index, process::not_started(format!("{name}: {e}"), started));
-            return None;
-        }
-    };
+    let (child, capture) =
+        spawned.map_err(|e| process::not_started(format!("{name}: {e}"), started))?;
     let target = child.target();
     guard.started(index, child.id(), run.token, &run.outputs);
     let (watch, waited, path) = (watch.clone(), name.to_string(), run.stderr.clone());
@@ -142,12 +146,12 @@ fn start(
         // Without a thread to wait for it, the command cannot be followed: it is killed (and
         // left unreaped, so its pid cannot be reused while the run lives), and the job fails.
         kill_group(target);
-        exited(
-            index,
-            process::not_started(format!("wait for {name}: {e}"), started),
-        );
+        return Err(process::not_started(
+            format!("wait for {name}: {e}"),
+            started,
+        ));
     }
-    Some(target)
+    Ok(target)
 }
 
 type Work = Box<dyn FnOnce() + Send>;

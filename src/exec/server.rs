@@ -1,14 +1,15 @@
 //! Server: carries out the scheduler's decisions for one link — listens on the private
 //! directory's socket for the launchers the build tool starts, takes slots from the `Supply`,
-//! writes each launcher its orders (or, with `direct`, hands them to its starter), hands remote
+//! writes each launcher its orders (or, with `direct`, has `Direct` start the commands on the
+//! deciding thread), hands remote
 //! jobs to `remote` and writes their stderr where a local run's goes, and collects every job's
 //! record.
 //!
 //! It knows sockets, threads and the order of a run's events; it does not decide which job runs
-//! next or where (`sched::Core` does), and it starts no process itself.
+//! next or where (`sched::Core` does), and it starts no process itself (`Direct` does).
 
 use crate::exec::dir;
-use crate::exec::direct::{Direct, Order};
+use crate::exec::direct::Direct;
 use crate::exec::guard::Guard;
 use crate::exec::proto::{self, ToLauncher, ToRun};
 use crate::exec::sched::{Action, Core, Policy, Record};
@@ -118,7 +119,14 @@ impl Shared {
                         token: slot == Slot::Taken && tokens,
                     };
                     match self.direct.get() {
-                        Some(direct) => direct.order(Order::Start { index, run }),
+                        Some(direct) => {
+                            if let Err(status) = direct.start(index, &run) {
+                                // As when a command ends: the core hears at once, its
+                                // actions queued behind the others.
+                                let problem = self.checked(index, &status);
+                                queue.extend(inner.core.exited(index, status, problem));
+                            }
+                        }
                         None => self.send(inner, index, &ToLauncher::Run(run)),
                     }
                 }
@@ -131,7 +139,7 @@ impl Shared {
                     self.send(inner, index, &ToLauncher::Finish { code })
                 }
                 Action::Cancel { index, signal } => match self.direct.get() {
-                    Some(direct) => direct.order(Order::Cancel { index, signal }),
+                    Some(direct) => direct.cancel(index, signal),
                     None => self.send(inner, index, &ToLauncher::Cancel { signal }),
                 },
                 Action::Remote { index, attempt } => match &*lock(&self.remote) {
@@ -194,7 +202,18 @@ impl Shared {
     }
 
     /// Job `index`'s command ended: its outputs are checked, and the core decides what next.
+    /// A command ended (on a `direct` waiting thread, or a launcher's reader): its outputs are
+    /// checked before the run's lock is taken.
     fn exited(&self, index: usize, status: crate::job::outcome::Status) {
+        let problem = self.checked(index, &status);
+        let mut inner = self.lock();
+        let actions = inner.core.exited(index, status, problem);
+        self.apply(&mut inner, actions);
+    }
+
+    /// What went wrong with a command that ended (or could not start), its outputs checked;
+    /// a `direct` run's guard is told.
+    fn checked(&self, index: usize, status: &crate::job::outcome::Status) -> Option<String> {
         let problem = if status.success() {
             output::first_problem(&self.setup.cwd, &self.setup.file.jobs[index].outputs)
         } else {
@@ -203,9 +222,7 @@ impl Shared {
         if let Some(d) = &self.setup.direct {
             d.guard.ended(index, problem.is_none());
         }
-        let mut inner = self.lock();
-        let actions = inner.core.exited(index, status, problem);
-        self.apply(&mut inner, actions);
+        problem
     }
 
     fn send(&self, inner: &Inner, index: usize, message: &ToLauncher) {
@@ -259,7 +276,7 @@ impl Server {
                     shared.exited(index, status);
                 }
             });
-            let direct = Direct::start(d.watch.clone(), d.guard.clone(), exited)?;
+            let direct = Direct::new(d.watch.clone(), d.guard.clone(), exited);
             let _ = shared.direct.set(direct);
         }
         let s = shared.clone();
