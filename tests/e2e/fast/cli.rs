@@ -209,15 +209,19 @@ fn a_missing_program_is_a_job_failure() {
     s.write(
         "j.json",
         r#"{"common":{"linker_output":"p","args":["no-such-compiler-xyz"],"inputs":[]},
-            "jobs":[{"args":["-c"],"inputs":[],"outputs":["o"]}]}"#,
+            "jobs":[{"args":["-c"],"inputs":[],"outputs":["o"]},
+                    {"args":["-c"],"inputs":[],"outputs":["o2"]}]}"#,
     );
-    let out = run(&s, &["j.json"]);
-    assert_eq!(out.status.code(), Some(1));
-    assert!(
-        stderr(&out).contains("run job 0 (o): could not start: no-such-compiler-xyz"),
-        "{}",
-        stderr(&out)
-    );
+    // Under direct, the start fails on the thread that decided it, which holds the run's lock.
+    for backend in ["--backend=ninja", "--backend=direct"] {
+        let out = run(&s, &[backend, "--jobs=1", "--order=file", "j.json"]);
+        assert_eq!(out.status.code(), Some(1), "{backend}");
+        assert!(
+            stderr(&out).contains("run job 0 (o): could not start: no-such-compiler-xyz"),
+            "{backend}: {}",
+            stderr(&out)
+        );
+    }
 }
 
 #[test]
