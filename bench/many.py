@@ -7,7 +7,9 @@ interleaved:
   every job from the action cache of a BuildGrid server on this machine;
 - the first remote link (empty server: every input uploaded, every job executed by 2 workers);
 - local execution: dtlto-bridge (ninja, and --backend=direct; -j2) against the minimal executor
-  (bench/ideal.rs: one process per job on 2 threads, nothing else).
+  (bench/ideal.rs: one process per job on 2 threads, nothing else);
+- per-job overhead alone: as many jobs of `cp` (about 1 ms each), each distributor run on the
+  job file directly.
 
 Every linked program must print the checksum the generator computed. Writes
 bench/results/<date>-many.md; bench/README.md explains the numbers.
@@ -15,6 +17,8 @@ bench/results/<date>-many.md; bench/README.md explains the numbers.
 
 import argparse
 import datetime
+import glob
+import json
 import os
 import shutil
 import statistics
@@ -182,6 +186,33 @@ def main():
             for times, extra in ways[r % 3:] + ways[:r % 3]:
                 times.append(link(extra))
 
+    # Per-job overhead alone: as many jobs that copy a small object (`cp`, about a millisecond
+    # each), each distributor run on the job file directly (no clang, no lld).
+    tiny_t = {}
+    if not args.no_local:
+        tiny = os.path.join(cwd, "tiny")
+        shutil.rmtree(tiny, ignore_errors=True)
+        os.makedirs(tiny)
+        subprocess.run(["clang-22", "-c", "-x", "c", "-", "-o", os.path.join(tiny, "t.o")],
+                       input=b"int f(void) { return 1; }\n", check=True)
+        jobs_json = [{"args": ["t.o", f"out{k}.o"], "inputs": ["t.o"], "outputs": [f"out{k}.o"]}
+                     for k in range(n)]
+        with open(os.path.join(tiny, "tiny.json"), "w") as f:
+            json.dump({"common": {"linker_output": "prog", "args": ["/bin/cp"], "inputs": []},
+                       "jobs": jobs_json}, f)
+        ways = [("minimal executor (bench/ideal.rs, 2 threads)", [bench.IDEAL, "-j2"]),
+                ("dtlto-bridge --backend=direct --jobs=2",
+                 [bench.BRIDGE, "--jobs=2", "--backend=direct"]),
+                ("dtlto-bridge (ninja, --jobs=2)", [bench.BRIDGE, "--jobs=2"])]
+        for r in range(max(args.runs, 5)):
+            for name, cmd in ways[r % 3:] + ways[:r % 3]:
+                for out in glob.glob(os.path.join(tiny, "out*.o")):
+                    os.remove(out)
+                tiny_t.setdefault(name, []).append(
+                    bench.timed(cmd + ["tiny.json"], env=env, cwd=tiny))
+                if len(glob.glob(os.path.join(tiny, "out*.o"))) != n:
+                    sys.exit(f"{name} did not write every output")
+
     med = statistics.median
 
     def per_round(a, b):
@@ -232,6 +263,15 @@ def main():
               f"{med(direct_t) / med(ideal_t):.3f}x", per_round(direct_t, ideal_t)],
              ["dtlto-bridge (ninja, --jobs=2)", f"{med(local_t):.3f}",
               f"{med(local_t) / med(ideal_t):.3f}x", per_round(local_t, ideal_t)]])
+    if tiny_t:
+        names = list(tiny_t)
+        base = tiny_t[names[0]]
+        lines += bench.table(
+            f"Per-job overhead: {n} jobs of `cp` (a small object, about 1 ms each), each "
+            f"distributor run on the job file directly, 2 at a time ({len(base)} rounds)",
+            ["distributor", "s", "vs minimal", "ms of wall per job over minimal"],
+            [[name, f"{med(t):.3f}", f"{med(t) / med(base):.2f}x",
+              f"{(med(t) - med(base)) * 1000 / n:.3f}"] for name, t in tiny_t.items()])
     bench.publish(lines, f"{today}-many")
 
 
