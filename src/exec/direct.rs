@@ -157,11 +157,18 @@ fn start(
 type Work = Box<dyn FnOnce() + Send>;
 
 /// Threads that wait for commands, each kept for another once its command ended: as many as
-/// commands run at once, not one per command.
+/// commands run at once, not one per command. A thread that saw its command end waits next for
+/// the first command started meanwhile (usually by itself), with no other thread to wake.
 struct Waiters {
     queue: mpsc::Sender<Work>,
     taken: Arc<Mutex<mpsc::Receiver<Work>>>,
     idle: Arc<AtomicUsize>,
+}
+
+thread_local! {
+    /// On a waiting thread busy with a command's end: Some, holding the first command handed
+    /// to the waiters meanwhile, which this thread takes next.
+    static NEXT: std::cell::RefCell<Option<Option<Work>>> = const { std::cell::RefCell::new(None) };
 }
 
 impl Waiters {
@@ -174,9 +181,18 @@ impl Waiters {
         }
     }
 
-    /// Runs `work` on an idle thread, or on a new one when none is idle. The threads end with
-    /// the `Waiters`.
+    /// Runs `work` on this thread once its own work is done, when it is a waiting thread that
+    /// takes one; else on an idle thread, or on a new one when none is idle. The threads end
+    /// with the `Waiters`.
     fn run(&self, work: Work) -> io::Result<()> {
+        let work = NEXT.with_borrow_mut(|next| match next {
+            Some(slot @ None) => {
+                *slot = Some(work);
+                None
+            }
+            _ => Some(work),
+        });
+        let Some(work) = work else { return Ok(()) };
         let reserved = self
             .idle
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
@@ -186,8 +202,15 @@ impl Waiters {
                 .name("wait".into())
                 .spawn(move || loop {
                     let next = crate::fsutil::lock(&taken).recv();
-                    let Ok(work) = next else { return };
-                    work();
+                    let Ok(mut work) = next else { return };
+                    loop {
+                        NEXT.set(Some(None));
+                        work();
+                        match NEXT.take().flatten() {
+                            Some(next) => work = next,
+                            None => break,
+                        }
+                    }
                     idle.fetch_add(1, Ordering::SeqCst);
                 })?;
         }
