@@ -92,7 +92,7 @@ def main():
                     help="also time the cached relinks with the objects copied under DIR "
                          "(another file system, such as /dev/shm)")
     ap.add_argument("--no-local", action="store_true",
-                    help="skip the local-execution comparison (the longest part)")
+                    help="skip local execution and the per-job overhead (the longest part)")
     args = ap.parse_args()
     n = args.modules
     jobs = os.cpu_count()
@@ -181,8 +181,8 @@ def main():
         ways = [(local_t, two), (direct_t, two + ["-Xthinlto-distributor=--backend=direct"]),
                 (ideal_t, ideal)]
         for r in range(args.runs):
-            # Each round in another order, so that none of the three always follows another
-            # (this VM's speed drifts within minutes).
+            # Each round led by another way, so that no way always runs first (this VM's speed
+            # drifts within minutes).
             for times, extra in ways[r % 3:] + ways[:r % 3]:
                 times.append(link(extra))
 

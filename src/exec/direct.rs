@@ -58,7 +58,7 @@ impl Direct {
     pub fn start(&self, index: usize, run: &proto::Run) -> Result<(), Status> {
         let mut running = crate::fsutil::lock(&self.running);
         let Some(running) = running.as_mut() else {
-            return Ok(());
+            return Err(process::not_started("the run is stopping".into(), now()));
         };
         let target = start(
             index,

@@ -1,6 +1,6 @@
 //! Exec: runs a link's jobs on this machine — the private directory (its whole layout), the
 //! scheduler and the socket server the launchers talk to, where job slots come from (jobserver,
-//! host pool, `-j`), the launchers themselves, or the direct starter and its guard, processes
+//! host pool, `-j`), the launchers themselves, or the direct backend and its guard, processes
 //! and signals, and the progress line.
 //!
 //! It knows processes, sockets, slots and the files of a run; it does not read or check job

@@ -81,7 +81,7 @@ struct Shared {
     /// Taken out and finished by `finish`.
     remote: Mutex<Option<crate::remote::Remote>>,
     setup: Setup,
-    /// The starter of a run without launchers.
+    /// What starts the commands of a run without launchers.
     direct: OnceLock<Direct>,
     stopping: AtomicBool,
     me: std::sync::Weak<Shared>,
@@ -92,9 +92,10 @@ impl Shared {
         lock(&self.inner)
     }
 
-    /// Carries out what the core decided; the lock is held, so orders go out in decision order.
-    /// Nothing here takes `inner` again: a remote job that cannot be submitted is answered by
-    /// the core at once, its actions queued behind the others.
+    /// Carries out what the core decided; the lock is held, so orders go out (and `direct`
+    /// commands start) in decision order. Nothing here takes `inner` again: a remote job that
+    /// cannot be submitted, or a `direct` command that cannot start, is answered by the core at
+    /// once, its actions queued behind the others.
     fn apply(&self, inner: &mut Inner, actions: Vec<Action>) {
         let supply = lock(&self.supply);
         let tokens = supply.as_ref().is_some_and(Supply::tokens);

@@ -88,7 +88,8 @@ impl Memo {
     }
 
     /// The digest of the file at `path`: remembered when its identity is unchanged (one look
-    /// at the file, which is not opened; none when `seen` is what a look found), else read.
+    /// at the file, which is not opened; none when `seen` is what a look found, earlier in the
+    /// link: the linker's inputs do not change while it links), else read.
     pub fn digest(
         &self,
         path: &Path,

@@ -224,6 +224,32 @@ fn a_missing_program_is_a_job_failure() {
     }
 }
 
+/// Under direct, a command that cannot start after another ended fails on the thread that saw
+/// that end (here, the compiler deletes itself), and the run ends.
+#[test]
+fn a_program_gone_during_the_run_fails_the_next_job_under_direct() {
+    let s = Space::new();
+    s.write("x.o", &object());
+    s.script("cc", "rm -f \"$0\"; cp \"$1\" \"$2\"");
+    s.write(
+        "j.json",
+        r#"{"common":{"linker_output":"p","args":["./cc"],"inputs":[]},
+            "jobs":[{"args":["x.o","a.o"],"inputs":["x.o"],"outputs":["a.o"]},
+                    {"args":["x.o","b.o"],"inputs":["x.o"],"outputs":["b.o"]}]}"#,
+    );
+    let out = run(
+        &s,
+        &["--backend=direct", "--jobs=1", "--order=file", "j.json"],
+    );
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("run job 1 (b.o): could not start: ./cc"),
+        "{err}"
+    );
+    assert!(!s.exists("cc"), "the first job ran");
+}
+
 #[test]
 fn an_empty_job_list_succeeds_without_running_anything() {
     let s = Space::new();
