@@ -96,9 +96,7 @@ fn start(run: &proto::Run, watch: &Watch, events: &mpsc::Sender<Event>) -> bool 
     let spawned = File::create(&run.stderr).and_then(|stderr| {
         let mut cmd = Command::new(&run.argv[0]);
         cmd.args(&run.argv[1..]).stdin(Stdio::null()).stderr(stderr);
-        for var in process::JOBSERVER_VARS {
-            cmd.env_remove(var);
-        }
+        process::without_jobserver(&mut cmd);
         process::spawn(
             &mut cmd,
             watch,

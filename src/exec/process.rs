@@ -220,7 +220,19 @@ impl Supervised {
 }
 
 /// Environment variables a job must not see: they describe jobservers the job takes no part in.
-pub const JOBSERVER_VARS: [&str; 3] = ["MAKEFLAGS", "MFLAGS", "CARGO_MAKEFLAGS"];
+const JOBSERVER_VARS: [&str; 3] = ["MAKEFLAGS", "MFLAGS", "CARGO_MAKEFLAGS"];
+
+/// Keeps `JOBSERVER_VARS` from `cmd`, removing only those set here: removing any copies the
+/// whole environment for the command.
+pub fn without_jobserver(cmd: &mut Command) -> &mut Command {
+    for var in JOBSERVER_VARS
+        .iter()
+        .filter(|v| std::env::var_os(v).is_some())
+    {
+        cmd.env_remove(var);
+    }
+    cmd
+}
 
 /// A command's program, as failures name it.
 pub fn program(argv: &[String]) -> &str {
