@@ -60,14 +60,7 @@ impl Direct {
         let Some(running) = running.as_mut() else {
             return Err(process::not_started("the run is stopping".into(), now()));
         };
-        let target = start(
-            index,
-            run,
-            &self.watch,
-            &self.guard,
-            &self.exited,
-            &running.waiters,
-        )?;
+        let target = self.launch(index, run, &running.waiters)?;
         running.targets.insert(index, target);
         Ok(())
     }
@@ -84,74 +77,62 @@ impl Direct {
     pub fn stop(&self) {
         crate::fsutil::lock(&self.running).take();
     }
-}
 
-/// Starts job `index`'s command and hands it to a waiting thread; returns its process group,
-/// or the status of a command that could not start or be waited for.
-fn start(
-    index: usize,
-    run: &proto::Run,
-    watch: &Watch,
-    guard: &Arc<Guard>,
-    exited: &Exited,
-    waiters: &Waiters,
-) -> Result<i32, Status> {
-    let started = now();
-    let name = process::program(&run.argv);
-    // In memory until the command ends: most write nothing, and a file created per job costs
-    // more than the rest of its start on some file systems.
-    let capture = rustix::fs::memfd_create("stderr", rustix::fs::MemfdFlags::CLOEXEC)
-        .map(File::from)
-        .map_err(io::Error::from)
-        .and_then(|f| Ok((f.try_clone()?, f)))
-        .map_err(|e| io::Error::other(format!("capture its stderr: {e}")));
-    let spawned = capture.and_then(|(stderr, capture)| {
-        let mut cmd = Command::new(&run.argv[0]);
-        cmd.args(&run.argv[1..])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(stderr);
-        // Only those set: removing one copies the whole environment for the command.
-        for var in process::JOBSERVER_VARS
-            .iter()
-            .filter(|v| std::env::var_os(v).is_some())
-        {
-            cmd.env_remove(var);
+    /// Starts job `index`'s command and hands it to a waiting thread; returns its process group,
+    /// or the status of a command that could not start or be waited for.
+    fn launch(&self, index: usize, run: &proto::Run, waiters: &Waiters) -> Result<i32, Status> {
+        let started = now();
+        let name = process::program(&run.argv);
+        // In memory until the command ends: most write nothing, and a file created per job costs
+        // more than the rest of its start on some file systems.
+        let capture = rustix::fs::memfd_create("stderr", rustix::fs::MemfdFlags::CLOEXEC)
+            .map(File::from)
+            .map_err(io::Error::from)
+            .and_then(|f| Ok((f.try_clone()?, f)))
+            .map_err(|e| io::Error::other(format!("capture its stderr: {e}")));
+        let spawned = capture.and_then(|(stderr, capture)| {
+            let mut cmd = Command::new(&run.argv[0]);
+            cmd.args(&run.argv[1..])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(stderr);
+            process::without_jobserver(&mut cmd);
+            let child = process::spawn(
+                &mut cmd,
+                &self.watch,
+                &process::Options {
+                    group: true,
+                    // The guard stops it should the run die: a start without a step of its own
+                    // in the child is a vfork, not a copy of the run's memory.
+                    parent_death: None,
+                    forward: false,
+                },
+            )?;
+            Ok((child, capture))
+        });
+        let (child, capture) =
+            spawned.map_err(|e| process::not_started(format!("{name}: {e}"), started))?;
+        let target = child.target();
+        self.guard
+            .started(index, child.id(), run.token, &run.outputs);
+        let (watch, waited, path) = (self.watch.clone(), name.to_string(), run.stderr.clone());
+        let tell = self.exited.clone();
+        let waiting = waiters.run(Box::new(move || {
+            let status = process::ended(child.wait(&watch), &waited, started);
+            keep(capture, &path);
+            tell(index, status);
+        }));
+        if let Err(e) = waiting {
+            // Without a thread to wait for it, the command cannot be followed: it is killed (and
+            // left unreaped, so its pid cannot be reused while the run lives), and the job fails.
+            kill_group(target);
+            return Err(process::not_started(
+                format!("wait for {name}: {e}"),
+                started,
+            ));
         }
-        let child = process::spawn(
-            &mut cmd,
-            watch,
-            &process::Options {
-                group: true,
-                // The guard stops it should the run die: a start without a step of its own
-                // in the child is a vfork, not a copy of the run's memory.
-                parent_death: None,
-                forward: false,
-            },
-        )?;
-        Ok((child, capture))
-    });
-    let (child, capture) =
-        spawned.map_err(|e| process::not_started(format!("{name}: {e}"), started))?;
-    let target = child.target();
-    guard.started(index, child.id(), run.token, &run.outputs);
-    let (watch, waited, path) = (watch.clone(), name.to_string(), run.stderr.clone());
-    let tell = exited.clone();
-    let waiting = waiters.run(Box::new(move || {
-        let status = process::ended(child.wait(&watch), &waited, started);
-        keep(capture, &path);
-        tell(index, status);
-    }));
-    if let Err(e) = waiting {
-        // Without a thread to wait for it, the command cannot be followed: it is killed (and
-        // left unreaped, so its pid cannot be reused while the run lives), and the job fails.
-        kill_group(target);
-        return Err(process::not_started(
-            format!("wait for {name}: {e}"),
-            started,
-        ));
+        Ok(target)
     }
-    Ok(target)
 }
 
 type Work = Box<dyn FnOnce() + Send>;

@@ -1,9 +1,8 @@
 //! Server: carries out the scheduler's decisions for one link — listens on the private
 //! directory's socket for the launchers the build tool starts, takes slots from the `Supply`,
 //! writes each launcher its orders (or, with `direct`, has `Direct` start the commands on the
-//! deciding thread), hands remote
-//! jobs to `remote` and writes their stderr where a local run's goes, and collects every job's
-//! record.
+//! deciding thread), hands remote jobs to `remote` and writes their stderr where a local run's
+//! goes, and collects every job's record.
 //!
 //! It knows sockets, threads and the order of a run's events; it does not decide which job runs
 //! next or where (`sched::Core` does), and it starts no process itself (`Direct` does).
@@ -202,9 +201,8 @@ impl Shared {
         })
     }
 
-    /// Job `index`'s command ended: its outputs are checked, and the core decides what next.
-    /// A command ended (on a `direct` waiting thread, or a launcher's reader): its outputs are
-    /// checked before the run's lock is taken.
+    /// Job `index`'s command ended (on a `direct` waiting thread, or a launcher's reader): its
+    /// outputs are checked before the run's lock is taken, and the core decides what next.
     fn exited(&self, index: usize, status: crate::job::outcome::Status) {
         let problem = self.checked(index, &status);
         let mut inner = self.lock();

@@ -115,25 +115,24 @@ pub fn stat_inputs(file: &JobFile<'_>, dir: &Path, keep: bool) -> Inputs {
         .par_iter()
         .map(|input| std::fs::metadata(dir.join(input)).ok())
         .collect();
-    let sizes: Vec<Option<u64>> = found.iter().map(|m| m.as_ref().map(|m| m.len())).collect();
+    let mut missing = Vec::new();
+    let mut bytes = Vec::with_capacity(file.jobs.len());
+    for (i, job) in file.jobs.iter().enumerate() {
+        let mut total = 0;
+        for input in &job.inputs {
+            match &found[number[input.as_ref()]] {
+                Some(m) => total += m.len(),
+                None => missing.push((i, input.to_string())),
+            }
+        }
+        bytes.push(total);
+    }
     let seen = match keep {
         true => (distinct.iter().zip(found))
             .filter_map(|(input, m)| Some((input.to_string(), m?)))
             .collect(),
         false => Seen::default(),
     };
-    let mut missing = Vec::new();
-    let mut bytes = Vec::with_capacity(file.jobs.len());
-    for (i, job) in file.jobs.iter().enumerate() {
-        let mut total = 0;
-        for input in &job.inputs {
-            match sizes[number[input.as_ref()]] {
-                Some(n) => total += n,
-                None => missing.push((i, input.to_string())),
-            }
-        }
-        bytes.push(total);
-    }
     Inputs {
         missing,
         bytes,
