@@ -1,12 +1,14 @@
 //! Direct: starts a link's commands from the run itself (`--backend direct`): no build file, no
 //! build tool, no launcher process per job.
 //!
-//! A command starts on the thread that decided it, at once and in decision order (the run
-//! holds its lock while it starts one, so a cancel never overtakes its start): the thread that
-//! saw a command end starts the next, with no other thread to wake. It starts without copying
-//! the run's memory (a vfork: the guard, which hears of each start, stops the commands should
-//! the run die); threads kept for reuse wait for them. It knows processes and files; it does
-//! not decide what runs (`sched::Core`) or check outputs.
+//! A command is reserved when the run decides it (under the run's lock) and starts on the
+//! deciding thread once that lock is released, so two threads start commands at once and none
+//! waits for another's start (a start lasts until the command has executed its program): the
+//! thread that saw a command end starts the next, with no other thread to wake. A cancel that
+//! comes between the reservation and the start is sent as soon as the command has started. It
+//! starts without copying the run's memory (a vfork: the guard, which hears of each start,
+//! stops the commands should the run die); threads kept for reuse wait for them. It knows
+//! processes and files; it does not decide what runs (`sched::Core`) or check outputs.
 
 use crate::exec::guard::Guard;
 use crate::exec::process::{self, Watch};
@@ -34,6 +36,8 @@ pub struct Direct {
 struct Running {
     /// Each job's process group, while the watch knows it.
     targets: HashMap<usize, i32>,
+    /// Jobs reserved and not started yet, with the signal of a cancel that came meanwhile.
+    reserved: HashMap<usize, Option<i32>>,
     waiters: Waiters,
 }
 
@@ -45,79 +49,49 @@ impl Direct {
             exited,
             running: Mutex::new(Some(Running {
                 targets: HashMap::new(),
+                reserved: HashMap::new(),
                 waiters: Waiters::new(),
             })),
         }
     }
 
-    /// Starts job `index`'s command on this thread (its stderr goes to `run.stderr` when it
-    /// wrote any, its stdout nowhere, as under ninja and make, where only the tool's log gets
-    /// it); its end comes to `exited` from a waiting thread. The status of a command that could
-    /// not start (or be waited for) is returned instead, for the caller to take as its end:
-    /// the caller holds the run's lock, which `exited` takes.
-    pub fn start(&self, index: usize, run: &proto::Run) -> Result<(), Status> {
+    /// Reserves job `index`'s start, which `start` then makes; called under the run's lock,
+    /// where the run decided it. The status of a start refused (the run is stopping) is
+    /// returned instead, for the caller to take as the command's end.
+    pub fn reserve(&self, index: usize) -> Result<(), Status> {
         let mut running = crate::fsutil::lock(&self.running);
         let Some(running) = running.as_mut() else {
             return Err(process::not_started("the run is stopping".into(), now()));
         };
-        let target = self.launch(index, run, &running.waiters)?;
-        running.targets.insert(index, target);
+        running.reserved.insert(index, None);
         Ok(())
     }
 
-    /// Sends `signal` to job `index`'s command, if it still runs.
-    pub fn cancel(&self, index: usize, signal: i32) {
-        let running = crate::fsutil::lock(&self.running);
-        if let Some(&target) = running.as_ref().and_then(|r| r.targets.get(&index)) {
-            self.watch.signal_child(target, signal);
-        }
-    }
-
-    /// Starts nothing more; the waiting threads end once no command runs.
-    pub fn stop(&self) {
-        crate::fsutil::lock(&self.running).take();
-    }
-
-    /// Starts job `index`'s command and hands it to a waiting thread; returns its process group,
-    /// or the status of a command that could not start or be waited for.
-    fn launch(&self, index: usize, run: &proto::Run, waiters: &Waiters) -> Result<i32, Status> {
+    /// Starts reserved job `index`'s command on this thread, with the run's lock released (its
+    /// stderr goes to `run.stderr` when it wrote any, its stdout nowhere, as under ninja and
+    /// make, where only the tool's log gets it); its end comes to `exited` from a waiting
+    /// thread. The status of a command that could not start (or be waited for) is returned
+    /// instead, for the caller to take as its end.
+    pub fn start(&self, index: usize, run: &proto::Run) -> Result<(), Status> {
         let started = now();
         let name = process::program(&run.argv);
-        // In memory until the command ends: most write nothing, and a file created per job costs
-        // more than the rest of its start on some file systems.
-        let capture = rustix::fs::memfd_create("stderr", rustix::fs::MemfdFlags::CLOEXEC)
-            .map(File::from)
-            .map_err(io::Error::from)
-            .and_then(|f| Ok((f.try_clone()?, f)))
-            .map_err(|e| io::Error::other(format!("capture its stderr: {e}")));
-        let spawned = capture.and_then(|(stderr, capture)| {
-            let mut cmd = Command::new(&run.argv[0]);
-            cmd.args(&run.argv[1..])
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(stderr);
-            process::without_jobserver(&mut cmd);
-            let child = process::spawn(
-                &mut cmd,
-                &self.watch,
-                &process::Options {
-                    group: true,
-                    // The guard stops it should the run die: a start without a step of its own
-                    // in the child is a vfork, not a copy of the run's memory.
-                    parent_death: None,
-                    forward: false,
-                },
-            )?;
-            Ok((child, capture))
-        });
-        let (child, capture) =
-            spawned.map_err(|e| process::not_started(format!("{name}: {e}"), started))?;
+        let spawned = self.spawn(run).map_err(|e| format!("{name}: {e}"));
+        let mut running = crate::fsutil::lock(&self.running);
+        let cancelled = running.as_mut().and_then(|r| r.reserved.remove(&index));
+        let (child, capture) = spawned.map_err(|e| process::not_started(e, started))?;
         let target = child.target();
         self.guard
             .started(index, child.id(), run.token, &run.outputs);
+        let Some(running) = running.as_mut() else {
+            // Stopped while it started: it is killed and waited for here.
+            drop(running);
+            kill_group(target);
+            let _ = child.wait(&self.watch);
+            return Err(process::not_started("the run is stopping".into(), started));
+        };
         let (watch, waited, path) = (self.watch.clone(), name.to_string(), run.stderr.clone());
         let tell = self.exited.clone();
-        let waiting = waiters.run(Box::new(move || {
+        let waiting = running.waiters.run(Box::new(move || {
             let status = process::ended(child.wait(&watch), &waited, started);
             keep(capture, &path);
             tell(index, status);
@@ -131,7 +105,58 @@ impl Direct {
                 started,
             ));
         }
-        Ok(target)
+        running.targets.insert(index, target);
+        if let Some(Some(signal)) = cancelled {
+            self.watch.signal_child(target, signal);
+        }
+        Ok(())
+    }
+
+    /// Sends `signal` to job `index`'s command, if it still runs.
+    pub fn cancel(&self, index: usize, signal: i32) {
+        let mut running = crate::fsutil::lock(&self.running);
+        let Some(running) = running.as_mut() else {
+            return;
+        };
+        if let Some(&target) = running.targets.get(&index) {
+            self.watch.signal_child(target, signal);
+        } else if let Some(cancelled) = running.reserved.get_mut(&index) {
+            *cancelled = Some(signal);
+        }
+    }
+
+    /// Starts nothing more; the waiting threads end once no command runs.
+    pub fn stop(&self) {
+        crate::fsutil::lock(&self.running).take();
+    }
+
+    /// Starts a command, its stderr captured in memory until it ends: most write nothing, and a
+    /// file created per job costs more than the rest of its start on some file systems.
+    fn spawn(&self, run: &proto::Run) -> io::Result<(process::Supervised, File)> {
+        let capture = rustix::fs::memfd_create("stderr", rustix::fs::MemfdFlags::CLOEXEC)
+            .map(File::from)
+            .map_err(io::Error::from)
+            .and_then(|f| Ok((f.try_clone()?, f)))
+            .map_err(|e| io::Error::other(format!("capture its stderr: {e}")));
+        let (stderr, capture) = capture?;
+        let mut cmd = Command::new(&run.argv[0]);
+        cmd.args(&run.argv[1..])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(stderr);
+        process::without_jobserver(&mut cmd);
+        let child = process::spawn(
+            &mut cmd,
+            &self.watch,
+            &process::Options {
+                group: true,
+                // The guard stops it should the run die: a start without a step of its own in
+                // the child is a vfork, not a copy of the run's memory.
+                parent_death: None,
+                forward: false,
+            },
+        )?;
+        Ok((child, capture))
     }
 }
 
@@ -215,4 +240,78 @@ fn keep(mut capture: File, path: &str) {
 fn kill_group(target: i32) {
     // SAFETY: kill has no memory-safety preconditions.
     unsafe { libc::kill(target, libc::SIGKILL) };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+    use std::time::{Duration, Instant};
+
+    /// A run's `Direct`, with a stand-in guard that reads and drops every message; the ends
+    /// come to the returned receiver.
+    fn direct(dir: &std::path::Path) -> (Direct, mpsc::Receiver<(usize, Status)>) {
+        let guard = dir.join("guard");
+        std::fs::write(&guard, "#!/bin/sh\nexec cat >/dev/null\n").unwrap();
+        std::fs::set_permissions(&guard, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let guard = Guard::start(guard.to_str().unwrap(), dir.to_str().unwrap(), None).unwrap();
+        let (tx, rx) = mpsc::channel();
+        let tx = Mutex::new(tx);
+        let exited: Exited = Arc::new(move |index, status| {
+            let _ = crate::fsutil::lock(&tx).send((index, status));
+        });
+        let watch = Watch::start().unwrap();
+        (Direct::new(watch, Arc::new(guard), exited), rx)
+    }
+
+    fn run(dir: &std::path::Path, argv: &[&str]) -> proto::Run {
+        proto::Run {
+            argv: argv.iter().map(|a| a.to_string()).collect(),
+            stderr: dir.join("stderr").to_str().unwrap().into(),
+            outputs: Vec::new(),
+            token: false,
+        }
+    }
+
+    #[test]
+    fn a_cancel_between_reservation_and_start_reaches_the_command_once_started() {
+        let dir = tempfile::tempdir().unwrap();
+        let (direct, ends) = direct(dir.path());
+        direct.reserve(7).unwrap();
+        direct.cancel(7, libc::SIGTERM);
+        direct.start(7, &run(dir.path(), &["sleep", "30"])).unwrap();
+        let (index, status) = ends.recv_timeout(Duration::from_secs(20)).unwrap();
+        assert_eq!(
+            (index, status.signal),
+            (7, Some(libc::SIGTERM)),
+            "{status:?}"
+        );
+        direct.stop();
+    }
+
+    #[test]
+    fn a_start_after_stop_is_refused_and_a_reservation_made_before_is_killed() {
+        let dir = tempfile::tempdir().unwrap();
+        let (direct, ends) = direct(dir.path());
+        direct.reserve(1).unwrap();
+        direct.stop();
+        assert!(direct.reserve(2).is_err());
+        let started = Instant::now();
+        let refused = direct
+            .start(1, &run(dir.path(), &["sleep", "30"]))
+            .unwrap_err();
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "it waited for the command"
+        );
+        assert!(
+            refused.describe().contains("stopping"),
+            "{}",
+            refused.describe()
+        );
+        assert!(
+            ends.try_recv().is_err(),
+            "a refused start is the caller's to report"
+        );
+    }
 }

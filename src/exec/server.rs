@@ -1,8 +1,8 @@
 //! Server: carries out the scheduler's decisions for one link — listens on the private
 //! directory's socket for the launchers the build tool starts, takes slots from the `Supply`,
 //! writes each launcher its orders (or, with `direct`, has `Direct` start the commands on the
-//! deciding thread), hands remote jobs to `remote` and writes their stderr where a local run's
-//! goes, and collects every job's record.
+//! deciding thread once it released the run's lock), hands remote jobs to `remote` and writes
+//! their stderr where a local run's goes, and collects every job's record.
 //!
 //! It knows sockets, threads and the order of a run's events; it does not decide which job runs
 //! next or where (`sched::Core` does), and it starts no process itself (`Direct` does).
@@ -86,16 +86,59 @@ struct Shared {
     me: std::sync::Weak<Shared>,
 }
 
+/// The run's lock: the core decides and its decisions are carried out under it. The `direct`
+/// commands decided under it start once it is released, on the same thread, in decision order:
+/// a start lasts until the command has executed its program, and another thread's decision
+/// need not wait for it.
+struct Locked<'a> {
+    shared: &'a Shared,
+    /// Some until dropped.
+    inner: Option<MutexGuard<'a, Inner>>,
+    starts: Vec<(usize, proto::Run)>,
+}
+
+impl std::ops::Deref for Locked<'_> {
+    type Target = Inner;
+    fn deref(&self) -> &Inner {
+        self.inner.as_ref().expect("held until dropped")
+    }
+}
+
+impl std::ops::DerefMut for Locked<'_> {
+    fn deref_mut(&mut self) -> &mut Inner {
+        self.inner.as_mut().expect("held until dropped")
+    }
+}
+
+impl Drop for Locked<'_> {
+    fn drop(&mut self) {
+        self.inner.take();
+        let Some(direct) = self.shared.direct.get() else {
+            return;
+        };
+        for (index, run) in std::mem::take(&mut self.starts) {
+            if let Err(status) = direct.start(index, &run) {
+                // As when a command ends: the core hears of it under the lock again.
+                self.shared.exited(index, status);
+            }
+        }
+    }
+}
+
 impl Shared {
-    fn lock(&self) -> MutexGuard<'_, Inner> {
-        lock(&self.inner)
+    fn lock(&self) -> Locked<'_> {
+        Locked {
+            shared: self,
+            inner: Some(lock(&self.inner)),
+            starts: Vec::new(),
+        }
     }
 
     /// Carries out what the core decided; the lock is held, so orders go out (and `direct`
-    /// commands start) in decision order. Nothing here takes `inner` again: a remote job that
-    /// cannot be submitted, or a `direct` command that cannot start, is answered by the core at
-    /// once, its actions queued behind the others.
-    fn apply(&self, inner: &mut Inner, actions: Vec<Action>) {
+    /// commands are reserved) in decision order. Nothing here takes `inner` again: a remote job
+    /// that cannot be submitted, or a `direct` command that cannot be reserved, is answered by
+    /// the core at once, its actions queued behind the others.
+    fn apply(&self, inner: &mut Locked<'_>, actions: Vec<Action>) {
         let supply = lock(&self.supply);
         let tokens = supply.as_ref().is_some_and(Supply::tokens);
         let mut queue = VecDeque::from(actions);
@@ -118,14 +161,13 @@ impl Shared {
                             .collect(),
                         token: slot == Slot::Taken && tokens,
                     };
-                    match self.direct.get() {
-                        Some(direct) => {
-                            if let Err(status) = direct.start(index, &run) {
-                                // As when a command ends: the core hears at once, its
-                                // actions queued behind the others.
-                                let problem = self.checked(index, &status);
-                                queue.extend(inner.core.exited(index, status, problem));
-                            }
+                    match self.direct.get().map(|d| d.reserve(index)) {
+                        Some(Ok(())) => inner.starts.push((index, run)),
+                        Some(Err(status)) => {
+                            // As when a command ends: the core hears at once, its
+                            // actions queued behind the others.
+                            let problem = self.checked(index, &status);
+                            queue.extend(inner.core.exited(index, status, problem));
                         }
                         None => self.send(inner, index, &ToLauncher::Run(run)),
                     }
@@ -347,7 +389,8 @@ impl Server {
     /// Waits until every launcher has gone, or `limit` has passed; true when all have.
     pub fn wait_for_launchers(&self, limit: Duration) -> bool {
         let until = Instant::now() + limit;
-        let mut inner = self.shared.lock();
+        // Waiting decides nothing: the lock alone.
+        let mut inner = lock(&self.shared.inner);
         while inner.open > 0 {
             let now = Instant::now();
             if now >= until {
@@ -365,7 +408,7 @@ impl Server {
 
     /// Waits until every job of a run without launchers is over (see `wait_for_launchers`).
     pub fn wait_for_jobs(&self) {
-        let mut inner = self.shared.lock();
+        let mut inner = lock(&self.shared.inner);
         while inner.open > 0 {
             inner = (self.shared.closed.wait(inner)).unwrap_or_else(|e| e.into_inner());
         }
