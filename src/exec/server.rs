@@ -173,9 +173,11 @@ impl Shared {
                     }
                 }
                 Action::Finish { .. } if self.direct.get().is_some() => {
-                    // The job is over, as when its launcher exits.
+                    // The job is over, as when its launcher exits; the waits are for the last.
                     inner.open -= 1;
-                    self.closed.notify_all();
+                    if inner.open == 0 {
+                        self.closed.notify_all();
+                    }
                 }
                 Action::Finish { index, code } => {
                     self.send(inner, index, &ToLauncher::Finish { code })
@@ -482,11 +484,16 @@ fn accept_loop(shared: &Arc<Shared>, listener: &UnixListener) {
                 serve(&s, stream);
                 let mut inner = s.lock();
                 inner.open -= 1;
-                s.closed.notify_all();
+                if inner.open == 0 {
+                    s.closed.notify_all();
+                }
             });
         if spawned.is_err() {
             let mut inner = shared.lock();
             inner.open -= 1;
+            if inner.open == 0 {
+                shared.closed.notify_all();
+            }
         }
     }
 }
