@@ -37,6 +37,58 @@ def timed(cmd, env=None, cwd=None):
     return time.perf_counter() - start
 
 
+class Resident:
+    """Holds the files of programs (each program's file and the shared libraries it loads) in
+    memory (mmap and mlock) until `release`: the host of the VM these numbers come from reclaims
+    page cache all the time, even from idle files, so a compiler re-reads evicted pages from
+    disk at random moments otherwise, which is noise in every way measured. Needs the right to
+    lock memory (root, or CAP_IPC_LOCK); without it, nothing is held and `held` says so."""
+
+    def __init__(self, programs):
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.mmap.restype = ctypes.c_void_p
+        libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                              ctypes.c_int, ctypes.c_long]
+        libc.mlock.argtypes = libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+        self.libc, self.maps, self.held, self.why = libc, [], [], None
+        files = set()
+        for program in programs:
+            path = os.path.realpath(shutil.which(program) or program)
+            files.add(path)
+            ldd = subprocess.run(["ldd", path], capture_output=True, text=True).stdout
+            files.update(os.path.realpath(line.split("=>")[1].split("(")[0].strip())
+                         for line in ldd.splitlines() if "=> /" in line)
+        for path in sorted(files):
+            fd = os.open(path, os.O_RDONLY)
+            size = os.fstat(fd).st_size
+            addr = libc.mmap(None, size, 1, 1, fd, 0)  # PROT_READ, MAP_SHARED
+            os.close(fd)
+            if addr in (None, ctypes.c_void_p(-1).value):
+                self.why = f"mmap {path}: {os.strerror(ctypes.get_errno())}"
+                break
+            self.maps.append((addr, size))
+            if libc.mlock(addr, size) != 0:
+                self.why = f"mlock {path}: {os.strerror(ctypes.get_errno())}"
+                break
+            self.held.append(path)
+        if self.why:
+            print(f"bench: the compiler's files are not held in memory ({self.why})",
+                  file=sys.stderr)
+            self.release()
+
+    def describe(self):
+        if not self.held:
+            return f"not held in memory ({self.why})"
+        mb = sum(size for _, size in self.maps) / 1e6
+        return f"{len(self.held)} files, {mb:.0f} MB, held in memory (mlock) while timed"
+
+    def release(self):
+        for addr, size in self.maps:
+            self.libc.munmap(addr, size)
+        self.maps, self.held = [], []
+
+
 def clean_env(jobs):
     env = {k: v for k, v in os.environ.items()
            if not (k.startswith("DTLTO_BRIDGE_") or "MAKEFLAGS" in k or k == "MFLAGS")}

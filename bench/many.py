@@ -11,8 +11,10 @@ interleaved:
 - per-job overhead alone: as many jobs of `cp` (about 1 ms each), each distributor run on the
   job file directly.
 
-Every linked program must print the checksum the generator computed. Writes
-bench/results/<date>-many.md; bench/README.md explains the numbers.
+Every linked program must print the checksum the generator computed. The compiler's and the
+linker's files are held in memory while timed (bench.Resident). Writes
+bench/results/<date>-many.md (<date>-many-local.md with --no-cached); bench/README.md explains
+the numbers.
 """
 
 import argparse
@@ -93,7 +95,12 @@ def main():
                          "(another file system, such as /dev/shm)")
     ap.add_argument("--no-local", action="store_true",
                     help="skip local execution and the per-job overhead (the longest part)")
+    ap.add_argument("--no-cached", action="store_true",
+                    help="skip the cached relinks and the first remote link (no server); the "
+                         "results go to <date>-many-local.md")
     args = ap.parse_args()
+    if args.no_local and args.no_cached:
+        ap.error("--no-local and --no-cached leave nothing to measure")
     n = args.modules
     jobs = os.cpu_count()
     cwd = os.path.join(bench.WORK, f"many-{n}")
@@ -130,6 +137,21 @@ def main():
         return time.perf_counter() - start
 
     bridge = [f"-fthinlto-distributor={bench.BRIDGE}"]
+    resident = bench.Resident(["clang-22", "ld.lld-22"])
+    held = resident.describe()
+    try:
+        cached, first_s = ({}, None) if args.no_cached else cached_relinks(args, cwd, objects,
+                                                                            link, store, floor,
+                                                                            bridge)
+        local_t, direct_t, ideal_t, tiny_t = local_runs(args, cwd, n, env, link, bridge)
+    finally:
+        resident.release()
+    write(args, n, jobs, held, cached, first_s, local_t, direct_t, ideal_t, tiny_t)
+
+
+def cached_relinks(args, cwd, objects, link, store, floor, bridge):
+    """Cached relinks on each file system, and the first remote link: ({label: times}, s)."""
+    n = args.modules
     places = [cwd]
     if args.also_in:
         # The same objects in another directory (another file system): the actions are keyed
@@ -174,6 +196,11 @@ def main():
         farm.stop()
         if args.also_in:
             shutil.rmtree(places[1], ignore_errors=True)
+    return cached, first_s
+
+
+def local_runs(args, cwd, n, env, link, bridge):
+    """Local execution of the link's jobs, and of as many `cp` jobs, by each way."""
     local_t, direct_t, ideal_t = [], [], []
     if not args.no_local:
         ideal = [f"-fthinlto-distributor={bench.IDEAL}", "-Xthinlto-distributor=-j2"]
@@ -212,7 +239,10 @@ def main():
                     bench.timed(cmd + ["tiny.json"], env=env, cwd=tiny))
                 if len(glob.glob(os.path.join(tiny, "out*.o"))) != n:
                     sys.exit(f"{name} did not write every output")
+    return local_t, direct_t, ideal_t, tiny_t
 
+
+def write(args, n, jobs, held, cached, first_s, local_t, direct_t, ideal_t, tiny_t):
     med = statistics.median
 
     def per_round(a, b):
@@ -222,16 +252,18 @@ def main():
     lines = [
         f"# dtlto-bridge many-module benchmark, {today}",
         "",
-        f"Machine: {jobs} cores; BuildGrid 0.2.53 on a Unix socket of the same machine, 2 test "
-        "workers (tests/remote/worker.py).",
+        f"Machine: {jobs} cores"
+        + ("." if first_s is None else "; BuildGrid 0.2.53 on a Unix socket of the same machine, "
+           "2 test workers (tests/remote/worker.py)."),
         f"Tools: {bench.version(['clang-22', '--version'])}.",
         f"Program: {n} generated modules (bench/many.py), each calling three small functions of "
         "others, so every backend job imports; every linked program prints the expected checksum.",
         f"Command: `bench/many.sh --modules {n} --runs {args.runs}"
         f"{' --also-in ' + args.also_in if args.also_in else ''}"
-        f"{' --no-local' if args.no_local else ''}` (medians of {args.runs} "
-        "runs, interleaved: a round runs each way once, the local ones in a rotating order; "
-        "each time is the whole clang link).",
+        f"{' --no-local' if args.no_local else ''}{' --no-cached' if args.no_cached else ''}` "
+        f"(medians of {args.runs} runs, interleaved: a round runs each way once, the local ones "
+        "in a rotating order; each time is the whole clang link).",
+        f"The compiler's and linker's files: {held}.",
     ]
     rows = []
     for fs, (lld_t, cached_t, disk_t, store_t, floor_t) in cached.items():
@@ -249,10 +281,12 @@ def main():
                  [f"{fs}: lld's DTLTO alone (distributor /bin/true: shards written, no object)",
                   f"{med(floor_t):.3f}", f"{med(floor_t) / med(lld_t):.2f}x",
                   per_round(floor_t, lld_t)]]
-    rows.append(["dtlto-bridge --remote, first link on an empty server", f"{first_s:.3f}", "",
-                 ""])
-    lines += bench.table(f"Cached relinks: {n} backend jobs",
-                         ["link", "s", "vs lld's cache", "median of the rounds' ratios"], rows)
+    if first_s is not None:
+        rows.append(["dtlto-bridge --remote, first link on an empty server", f"{first_s:.3f}",
+                     "", ""])
+        lines += bench.table(f"Cached relinks: {n} backend jobs",
+                             ["link", "s", "vs lld's cache", "median of the rounds' ratios"],
+                             rows)
     if local_t:
         lines += bench.table(
             f"Local execution: {n} backend jobs on 2 cores",
@@ -272,7 +306,7 @@ def main():
             ["distributor", "s", "vs minimal", "ms of wall per job over minimal"],
             [[name, f"{med(t):.3f}", f"{med(t) / med(base):.2f}x",
               f"{(med(t) - med(base)) * 1000 / n:.3f}"] for name, t in tiny_t.items()])
-    bench.publish(lines, f"{today}-many")
+    bench.publish(lines, f"{today}-many{'-local' if args.no_cached else ''}")
 
 
 if __name__ == "__main__":
