@@ -34,7 +34,8 @@ pub struct Direct {
 }
 
 struct Running {
-    /// Each job's process group, while the watch knows it.
+    /// Each job's process group, from its start to the job's next reservation (a job runs again
+    /// after its wrapped attempt failed); signals reach it while the watch knows it.
     targets: HashMap<usize, i32>,
     /// Jobs reserved and not started yet, with the signal of a cancel that came meanwhile.
     reserved: HashMap<usize, Option<i32>>,
@@ -63,6 +64,8 @@ impl Direct {
         let Some(running) = running.as_mut() else {
             return Err(process::not_started("the run is stopping".into(), now()));
         };
+        // A cancel from now on is for this attempt, not for an earlier one that ended.
+        running.targets.remove(&index);
         running.reserved.insert(index, None);
         Ok(())
     }
@@ -277,6 +280,26 @@ mod tests {
     fn a_cancel_between_reservation_and_start_reaches_the_command_once_started() {
         let dir = tempfile::tempdir().unwrap();
         let (direct, ends) = direct(dir.path());
+        direct.reserve(7).unwrap();
+        direct.cancel(7, libc::SIGTERM);
+        direct.start(7, &run(dir.path(), &["sleep", "30"])).unwrap();
+        let (index, status) = ends.recv_timeout(Duration::from_secs(20)).unwrap();
+        assert_eq!(
+            (index, status.signal),
+            (7, Some(libc::SIGTERM)),
+            "{status:?}"
+        );
+        direct.stop();
+    }
+
+    #[test]
+    fn a_cancel_before_a_second_attempt_starts_reaches_that_attempt() {
+        let dir = tempfile::tempdir().unwrap();
+        let (direct, ends) = direct(dir.path());
+        direct.reserve(7).unwrap();
+        direct.start(7, &run(dir.path(), &["true"])).unwrap();
+        let (_, first) = ends.recv_timeout(Duration::from_secs(20)).unwrap();
+        assert_eq!(first.code, Some(0), "{first:?}");
         direct.reserve(7).unwrap();
         direct.cancel(7, libc::SIGTERM);
         direct.start(7, &run(dir.path(), &["sleep", "30"])).unwrap();

@@ -212,7 +212,8 @@ fn a_missing_program_is_a_job_failure() {
             "jobs":[{"args":["-c"],"inputs":[],"outputs":["o"]},
                     {"args":["-c"],"inputs":[],"outputs":["o2"]}]}"#,
     );
-    // Under direct, the start fails on the thread that decided it, which holds the run's lock.
+    // Under direct, the start fails on the thread that decided it, once it released the run's
+    // lock, and the core hears of it as of a command's end.
     for backend in ["--backend=ninja", "--backend=direct"] {
         let out = run(&s, &[backend, "--jobs=1", "--order=file", "j.json"]);
         assert_eq!(out.status.code(), Some(1), "{backend}");
