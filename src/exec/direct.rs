@@ -257,7 +257,18 @@ mod tests {
         let guard = dir.join("guard");
         std::fs::write(&guard, "#!/bin/sh\nexec cat >/dev/null\n").unwrap();
         std::fs::set_permissions(&guard, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let guard = Guard::start(guard.to_str().unwrap(), dir.to_str().unwrap(), None).unwrap();
+        // Another test's start may hold the script open for writing a moment longer (a fork
+        // between its open and its close): "text file busy" passes.
+        let mut tries = 0;
+        let guard = loop {
+            match Guard::start(guard.to_str().unwrap(), dir.to_str().unwrap(), None) {
+                Err(e) if e.kind() == io::ErrorKind::ExecutableFileBusy && tries < 100 => {
+                    tries += 1;
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                started => break started.unwrap(),
+            }
+        };
         let (tx, rx) = mpsc::channel();
         let tx = Mutex::new(tx);
         let exited: Exited = Arc::new(move |index, status| {
