@@ -62,7 +62,7 @@ impl Direct {
     pub fn reserve(&self, index: usize) -> Result<(), Status> {
         let mut running = crate::fsutil::lock(&self.running);
         let Some(running) = running.as_mut() else {
-            return Err(process::not_started("the run is stopping".into(), now()));
+            return Err(stopping(now()));
         };
         // A cancel from now on is for this attempt, not for an earlier one that ended.
         running.targets.remove(&index);
@@ -78,19 +78,23 @@ impl Direct {
     pub fn start(&self, index: usize, run: &proto::Run) -> Result<(), Status> {
         let started = now();
         let name = process::program(&run.argv);
-        let spawned = self.spawn(run).map_err(|e| format!("{name}: {e}"));
+        let spawned =
+            (self.spawn(run)).map_err(|e| process::not_started(format!("{name}: {e}"), started));
+        if let Ok((child, _)) = &spawned {
+            // Before the lock: another thread's start may be waiting for it.
+            self.guard
+                .started(index, child.id(), run.token, &run.outputs);
+        }
         let mut running = crate::fsutil::lock(&self.running);
         let cancelled = running.as_mut().and_then(|r| r.reserved.remove(&index));
-        let (child, capture) = spawned.map_err(|e| process::not_started(e, started))?;
+        let (child, capture) = spawned?;
         let target = child.target();
-        self.guard
-            .started(index, child.id(), run.token, &run.outputs);
         let Some(running) = running.as_mut() else {
             // Stopped while it started: it is killed and waited for here.
             drop(running);
             kill_group(target);
             let _ = child.wait(&self.watch);
-            return Err(process::not_started("the run is stopping".into(), started));
+            return Err(stopping(started));
         };
         let (watch, waited, path) = (self.watch.clone(), name.to_string(), run.stderr.clone());
         let tell = self.exited.clone();
@@ -238,6 +242,11 @@ fn keep(mut capture: File, path: &str) {
     }
 }
 
+/// The status of a start refused because the run is stopping.
+fn stopping(at: f64) -> Status {
+    process::not_started("the run is stopping".into(), at)
+}
+
 /// Kills a process group that no thread waits for; its members are reaped by whoever adopts
 /// them once the run ends.
 fn kill_group(target: i32) {
@@ -249,11 +258,12 @@ fn kill_group(target: i32) {
 mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
+    use std::path::Path;
     use std::time::{Duration, Instant};
 
     /// A run's `Direct`, with a stand-in guard that reads and drops every message; the ends
     /// come to the returned receiver.
-    fn direct(dir: &std::path::Path) -> (Direct, mpsc::Receiver<(usize, Status)>) {
+    fn direct(dir: &Path) -> (Direct, mpsc::Receiver<(usize, Status)>) {
         let guard = dir.join("guard");
         std::fs::write(&guard, "#!/bin/sh\nexec cat >/dev/null\n").unwrap();
         std::fs::set_permissions(&guard, std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -278,7 +288,7 @@ mod tests {
         (Direct::new(watch, Arc::new(guard), exited), rx)
     }
 
-    fn run(dir: &std::path::Path, argv: &[&str]) -> proto::Run {
+    fn run(dir: &Path, argv: &[&str]) -> proto::Run {
         proto::Run {
             argv: argv.iter().map(|a| a.to_string()).collect(),
             stderr: dir.join("stderr").to_str().unwrap().into(),
@@ -287,19 +297,25 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_cancel_between_reservation_and_start_reaches_the_command_once_started() {
-        let dir = tempfile::tempdir().unwrap();
-        let (direct, ends) = direct(dir.path());
+    /// Reserves job 7, cancels it with SIGTERM, then starts a long command for it: the command
+    /// must end by that signal.
+    fn cancel_then_start(direct: &Direct, ends: &mpsc::Receiver<(usize, Status)>, dir: &Path) {
         direct.reserve(7).unwrap();
         direct.cancel(7, libc::SIGTERM);
-        direct.start(7, &run(dir.path(), &["sleep", "30"])).unwrap();
+        direct.start(7, &run(dir, &["sleep", "30"])).unwrap();
         let (index, status) = ends.recv_timeout(Duration::from_secs(20)).unwrap();
         assert_eq!(
             (index, status.signal),
             (7, Some(libc::SIGTERM)),
             "{status:?}"
         );
+    }
+
+    #[test]
+    fn a_cancel_between_reservation_and_start_reaches_the_command_once_started() {
+        let dir = tempfile::tempdir().unwrap();
+        let (direct, ends) = direct(dir.path());
+        cancel_then_start(&direct, &ends, dir.path());
         direct.stop();
     }
 
@@ -311,15 +327,7 @@ mod tests {
         direct.start(7, &run(dir.path(), &["true"])).unwrap();
         let (_, first) = ends.recv_timeout(Duration::from_secs(20)).unwrap();
         assert_eq!(first.code, Some(0), "{first:?}");
-        direct.reserve(7).unwrap();
-        direct.cancel(7, libc::SIGTERM);
-        direct.start(7, &run(dir.path(), &["sleep", "30"])).unwrap();
-        let (index, status) = ends.recv_timeout(Duration::from_secs(20)).unwrap();
-        assert_eq!(
-            (index, status.signal),
-            (7, Some(libc::SIGTERM)),
-            "{status:?}"
-        );
+        cancel_then_start(&direct, &ends, dir.path());
         direct.stop();
     }
 

@@ -127,11 +127,12 @@ pub fn stat_inputs(file: &JobFile<'_>, dir: &Path, keep: bool) -> Inputs {
         }
         bytes.push(total);
     }
-    let seen = match keep {
-        true => (distinct.iter().zip(found))
+    let seen = if keep {
+        (distinct.iter().zip(found))
             .filter_map(|(input, m)| Some((input.to_string(), m?)))
-            .collect(),
-        false => Seen::default(),
+            .collect()
+    } else {
+        Seen::default()
     };
     Inputs {
         missing,
