@@ -1,7 +1,9 @@
 //! dtlto-bridge as a library: the command-line program's layers, one folder each, imported one
-//! way only (each may use those listed before it):
+//! way only (each may use those listed before it; `exec` and `remote` stand side by side and
+//! meet only in `engine`):
 //!
-//! `fsutil` → `bitcode` → `job` → `render` → `report` → `remote` → `exec` → `cli` → `cmd` → `link`
+//! `util` → `bitcode` → `job` → `render` → `report` → (`exec` | `remote`) → `cli` → `engine`
+//! → `link` → `cmd`
 //!
 //! It exposes only what tests and the bench need — the job model (`job`) and the renderers
 //! (`render`) — and `main`, the program's entry point; everything else is private.
@@ -9,13 +11,14 @@
 mod bitcode;
 mod cli;
 mod cmd;
+mod engine;
 mod exec;
-mod fsutil;
 pub mod job;
 mod link;
 mod remote;
 pub mod render;
 mod report;
+mod util;
 
 use cli::Command;
 use exec::process;
@@ -43,7 +46,7 @@ pub fn main() -> i32 {
         Some(Command::Link(args)) => {
             supervised(|jobserver, watch| link::link(args, jobserver, watch))
         }
-        None => supervised(|jobserver, watch| cmd::run::run(&cli.run, jobserver, watch)),
+        None => supervised(|jobserver, watch| engine::run(&cli.run, jobserver, watch)),
     }
 }
 

@@ -4,12 +4,12 @@
 //! It knows where the file goes and what to say of missing inputs; rendering is `render`'s and
 //! the checks are `job::check`'s.
 
-use super::run::{cwd, missing_list, parse_file, wrapper};
 use crate::cli::EmitArgs;
-use crate::fsutil::Partial;
+use crate::engine::{cwd, missing_list, parse_file, wrapper};
 use crate::job::check;
 use crate::render;
 use crate::report::{self, Fail};
+use crate::util::fsutil::Partial;
 use std::fs;
 
 /// `dtlto-bridge emit`: the build file, written where asked, without running it.

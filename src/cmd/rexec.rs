@@ -6,8 +6,9 @@
 //! a link run by dtlto-bridge itself shares one connection and uploads less).
 
 use crate::cli::RexecArgs;
+use crate::job::outcome::RemoteEnd as End;
 use crate::job::parse::{Command, Job, JobFile, Schema};
-use crate::remote::{End, Remote};
+use crate::remote::Remote;
 use crate::report::{self, Fail};
 use std::borrow::Cow;
 use std::sync::Arc;

@@ -78,10 +78,10 @@ impl Guard {
     fn send(&self, message: &Message) {
         let mut line = serde_json::to_vec(message).unwrap_or_default();
         line.push(b'\n');
-        if let Some(pipe) = crate::fsutil::lock(&self.pipe).as_mut() {
+        if let Some(pipe) = crate::util::fsutil::lock(&self.pipe).as_mut() {
             // A guard that is gone cannot help; the run goes on without it, and says so.
             if let Err(e) = pipe.write_all(&line) {
-                crate::fsutil::lock(&self.lost).get_or_insert_with(|| e.to_string());
+                crate::util::fsutil::lock(&self.lost).get_or_insert_with(|| e.to_string());
             }
         }
     }
@@ -103,11 +103,11 @@ impl Guard {
     /// not be told something during the run, if it could not.
     pub fn finish(&self) -> Option<String> {
         self.send(&Message::Bye);
-        crate::fsutil::lock(&self.pipe).take();
-        if let Some(mut child) = crate::fsutil::lock(&self.child).take() {
+        crate::util::fsutil::lock(&self.pipe).take();
+        if let Some(mut child) = crate::util::fsutil::lock(&self.child).take() {
             let _ = child.wait();
         }
-        crate::fsutil::lock(&self.lost).take()
+        crate::util::fsutil::lock(&self.lost).take()
     }
 }
 

@@ -58,10 +58,10 @@ impl Watch {
                         // SAFETY: _exit has no preconditions; nothing is left to clean up.
                         unsafe { libc::_exit(exit_code(sig)) };
                     }
-                    if let Some(hook) = &*crate::fsutil::lock(&s.hook) {
+                    if let Some(hook) = &*crate::util::fsutil::lock(&s.hook) {
                         hook(sig);
                     }
-                    let targets = crate::fsutil::lock(&s.targets);
+                    let targets = crate::util::fsutil::lock(&s.targets);
                     for &(t, forward) in targets.iter() {
                         if forward {
                             send(t, sig);
@@ -78,7 +78,7 @@ impl Watch {
         if let Some(sig) = self.received() {
             hook(sig);
         }
-        *crate::fsutil::lock(&self.shared.hook) = Some(Box::new(hook));
+        *crate::util::fsutil::lock(&self.shared.hook) = Some(Box::new(hook));
     }
 
     /// The first cancelling signal that arrived, if any.
@@ -97,7 +97,7 @@ impl Watch {
     }
 
     fn targets(&self) -> std::sync::MutexGuard<'_, Vec<(i32, bool)>> {
-        crate::fsutil::lock(&self.shared.targets)
+        crate::util::fsutil::lock(&self.shared.targets)
     }
 
     /// Knows `target` (a pid, or `-pgid`) as a live child until `forget`; with `forward`,
@@ -295,4 +295,11 @@ mod tests {
         assert!(child.wait(&watch).unwrap().success());
         assert!(!watch.shared.targets.lock().unwrap().contains(&target));
     }
+}
+/// This program's own path, for the commands it writes that run it again.
+pub fn own_exe() -> Result<String, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("find own executable: {e}"))?;
+    exe.to_str()
+        .map(str::to_string)
+        .ok_or_else(|| "find own executable: its path is not UTF-8".to_string())
 }

@@ -92,7 +92,7 @@ pub struct Record {
 
 impl Record {
     /// A job that the action cache answered before the run (`remote::Remote::look_up`).
-    pub fn from_cache(end: crate::remote::End) -> Record {
+    pub fn from_cache(end: crate::job::outcome::RemoteEnd) -> Record {
         Record {
             attempts: vec![Attempt {
                 wrapped: false,
@@ -346,7 +346,11 @@ impl Core {
 
     /// Job `index` ended remotely; `end.problem` says what was wrong, if anything. A job that
     /// failed runs again here when the policy says so.
-    pub fn remote_done(&mut self, index: usize, end: crate::remote::End) -> Vec<Action> {
+    pub fn remote_done(
+        &mut self,
+        index: usize,
+        end: crate::job::outcome::RemoteEnd,
+    ) -> Vec<Action> {
         if self.phase.get(index) != Some(&Phase::Remote) {
             return Vec::new();
         }
@@ -712,8 +716,8 @@ mod tests {
         }
     }
 
-    fn remote_end(problem: Option<&str>) -> crate::remote::End {
-        crate::remote::End {
+    fn remote_end(problem: Option<&str>) -> crate::job::outcome::RemoteEnd {
+        crate::job::outcome::RemoteEnd {
             status: status(0),
             problem: problem.map(String::from),
             info: Default::default(),

@@ -1,7 +1,7 @@
 //! Server: carries out the scheduler's decisions for one link — listens on the private
 //! directory's socket for the launchers the build tool starts, takes slots from the `Supply`,
 //! writes each launcher its orders (or, with `direct`, has `Direct` start the commands on the
-//! deciding thread once it released the run's lock), hands remote jobs to `remote` and writes
+//! deciding thread once it released the run's lock), hands remote jobs to the `RemoteLane` it is given and writes
 //! their stderr where a local run's goes, and collects every job's record.
 //!
 //! It knows sockets, threads and the order of a run's events; it does not decide which job runs
@@ -13,10 +13,10 @@ use crate::exec::guard::Guard;
 use crate::exec::proto::{self, ToLauncher, ToRun};
 use crate::exec::sched::{Action, Core, Policy, Record};
 use crate::exec::slots::{Arrival, Slot, Supply};
-use crate::fsutil::lock;
+use crate::job::outcome::{RemoteEnd as End, RemoteTotals};
 use crate::job::output;
 use crate::job::parse::JobFile;
-use crate::remote::End;
+use crate::util::fsutil::lock;
 use camino::Utf8PathBuf;
 use std::collections::VecDeque;
 use std::io::BufReader;
@@ -48,9 +48,20 @@ pub struct Setup {
     /// Own slots to use should the supply fail.
     pub parallelism: usize,
     /// The link's connection to a remote server, if jobs go there.
-    pub remote: Option<crate::remote::Remote>,
+    pub remote: Option<Box<dyn RemoteLane>>,
     /// With `--backend direct`, the run starts the jobs itself and no launcher connects.
     pub direct: Option<DirectSetup>,
+}
+
+/// Where the scheduler sends the jobs it decides to run remotely: the engine fills it from
+/// `remote`, which this layer does not know.
+pub trait RemoteLane: Send + Sync {
+    /// Runs job `index` remotely; `reply` gets its end, on another thread.
+    fn submit(&self, index: usize, reply: Box<dyn FnOnce(End) + Send>);
+    /// Stops every remote job: each still replies.
+    fn cancel(&self);
+    /// Waits for the remote side to finish: what it sent and fetched, and its warnings.
+    fn finish(self: Box<Self>) -> (RemoteTotals, Vec<String>);
 }
 
 /// What a run that starts its jobs itself needs.
@@ -78,7 +89,7 @@ struct Shared {
     /// Taken out and stopped by `finish`.
     supply: Mutex<Option<Supply>>,
     /// Taken out and finished by `finish`.
-    remote: Mutex<Option<crate::remote::Remote>>,
+    remote: Mutex<Option<Box<dyn RemoteLane>>>,
     setup: Setup,
     /// What starts the commands of a run without launchers.
     direct: OnceLock<Direct>,
@@ -190,9 +201,7 @@ impl Shared {
                     Some(r) => r.submit(index, self.remote_reply(index, attempt)),
                     None => queue.extend(inner.core.remote_done(
                         index,
-                        crate::remote::End::failed_here(
-                            "remote: the link's connection is closed".into(),
-                        ),
+                        End::failed_here("remote: the link's connection is closed".into()),
                     )),
                 },
                 Action::CancelRemote => {
@@ -430,7 +439,7 @@ impl Server {
         }
         // Nothing remote writes an output or changes a record after this.
         let remote = lock(&self.shared.remote).take();
-        let (remote, remote_warnings) = match remote.map(crate::remote::Remote::finish) {
+        let (remote, remote_warnings) = match remote.map(|r| r.finish()) {
             Some((totals, warnings)) => (Some(totals), warnings),
             None => (None, Vec::new()),
         };
@@ -467,7 +476,7 @@ pub struct Finished {
     pub records: Vec<Record>,
     pub warnings: Vec<String>,
     /// What the remote path sent and fetched, if it was used.
-    pub remote: Option<crate::job::outcome::RemoteTotals>,
+    pub remote: Option<RemoteTotals>,
 }
 
 fn accept_loop(shared: &Arc<Shared>, listener: &UnixListener) {

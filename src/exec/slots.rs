@@ -172,7 +172,7 @@ impl Supply {
                 let helper = client.into_helper_thread(move |acquired| {
                     let event = match acquired {
                         Ok(token) => {
-                            crate::fsutil::lock(&t).push(token);
+                            crate::util::fsutil::lock(&t).push(token);
                             Arrival::Slot
                         }
                         Err(e) => Arrival::Failed(format!("take a jobserver token: {e}")),
@@ -235,7 +235,7 @@ impl Supply {
         match &self.kind {
             Kind::Fixed => {}
             Kind::Jobserver { tokens, .. } => {
-                drop(crate::fsutil::lock(tokens).pop());
+                drop(crate::util::fsutil::lock(tokens).pop());
             }
             Kind::Pool { pool, .. } => {
                 let _ = pool.release();
@@ -246,7 +246,7 @@ impl Supply {
     /// Forgets one taken slot without giving it back: its job's launcher gives it back.
     pub fn hand_over(&self) {
         if let Kind::Jobserver { tokens, .. } = &self.kind {
-            if let Some(t) = crate::fsutil::lock(tokens).pop() {
+            if let Some(t) = crate::util::fsutil::lock(tokens).pop() {
                 t.drop_without_releasing();
             }
         }
@@ -258,7 +258,7 @@ impl Supply {
             Kind::Fixed => {}
             Kind::Jobserver { helper, tokens } => {
                 drop(helper);
-                crate::fsutil::lock(&tokens).clear();
+                crate::util::fsutil::lock(&tokens).clear();
             }
             Kind::Pool { helper, pool } => {
                 drop(helper);

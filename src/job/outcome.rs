@@ -116,6 +116,48 @@ impl Outcome {
     }
 }
 
+/// How a remote job ended.
+#[derive(Debug, Clone)]
+pub struct RemoteEnd {
+    pub status: Status,
+    /// What was wrong, if anything: the job then falls back (or fails).
+    pub problem: Option<String>,
+    pub info: RemoteInfo,
+    /// What the command wrote to stderr on the worker (the caller puts it where it belongs).
+    pub stderr: Vec<u8>,
+}
+
+impl RemoteEnd {
+    /// A job that never reached the server, for `problem`.
+    pub fn failed_here(problem: String) -> RemoteEnd {
+        RemoteEnd {
+            status: Status::default(),
+            problem: Some(problem),
+            info: RemoteInfo::default(),
+            stderr: Vec::new(),
+        }
+    }
+
+    /// A job taken from a cache (`worker` held its outputs), with no time of its own: a lookup
+    /// answers every job at once.
+    pub fn cached(mut info: RemoteInfo, worker: String) -> RemoteEnd {
+        info.cached = true;
+        info.worker = worker;
+        let now = now();
+        RemoteEnd {
+            status: Status {
+                code: Some(0),
+                start: now,
+                end: now,
+                ..Default::default()
+            },
+            problem: None,
+            info,
+            stderr: Vec::new(),
+        }
+    }
+}
+
 /// Where and how a remote job ran, for the report.
 #[derive(Debug, Clone, Default, Serialize, PartialEq)]
 pub struct RemoteInfo {

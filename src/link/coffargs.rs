@@ -290,7 +290,7 @@ pub fn find_file(
         (true, false) => vec![name.to_string(), format!("{name}.obj")],
         (false, _) => vec![name.to_string()],
     };
-    crate::fsutil::first_file(cwd, search, &names)
+    crate::util::fsutil::first_file(cwd, search, &names)
 }
 
 /// The options of a ThinLTO backend compile that lld-link's DTLTO derives from the link: the

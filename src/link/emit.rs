@@ -6,7 +6,7 @@
 //! (`render::linkfile`).
 
 use super::command::*;
-use super::flow::*;
+use super::flow::{relative, run_ld, write_rsp, Plan};
 use super::inputs::*;
 use crate::cli::LinkArgs;
 use crate::exec::process::Watch;
@@ -174,7 +174,7 @@ pub(super) fn emit_in(
         },
     )
     .map_err(|e| Fail::bad_input(format!("link --emit: render {file}: {e}")))?;
-    crate::fsutil::write_atomically(&cwd.join(file), |f| {
+    crate::util::fsutil::write_atomically(&cwd.join(file), |f| {
         std::io::Write::write_all(f, text.as_bytes())?;
         f.set_modified(started)
     })
@@ -214,7 +214,7 @@ pub(super) fn invoked_as(cwd: &Utf8Path) -> Result<String, Fail> {
     });
     match found {
         Some(path) => Ok(path),
-        None => crate::cmd::run::own_exe(),
+        None => crate::exec::process::own_exe().map_err(Fail::environment),
     }
 }
 

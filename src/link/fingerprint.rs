@@ -31,7 +31,7 @@ impl Print {
     pub fn new(stat: Option<Stat>, bytes: &[u8]) -> Print {
         Print {
             stat,
-            sha256: crate::fsutil::sha256_hex(bytes),
+            sha256: crate::util::fsutil::sha256_hex(bytes),
         }
     }
 }
@@ -69,7 +69,7 @@ pub fn record(
 /// Writes the record whole, so a check never reads half.
 fn write(dir: &Utf8Path, record: &Record) -> std::io::Result<()> {
     let text = serde_json::to_string(record).expect("JSON of strings");
-    crate::fsutil::write_atomically(&dir.join(FILE), |f| {
+    crate::util::fsutil::write_atomically(&dir.join(FILE), |f| {
         std::io::Write::write_all(f, text.as_bytes())
     })
 }

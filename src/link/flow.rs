@@ -1,6 +1,6 @@
 //! Flow: the classic distributed ThinLTO flow for any LLVM with lld (14+): the thin link writes
 //! the index shards and imports lists, each module becomes a job run exactly as a DTLTO link's
-//! jobs run (`cmd::run`), then the final link takes the native objects in place of the bitcode.
+//! jobs run (`engine`), then the final link takes the native objects in place of the bitcode.
 //!
 //! It knows the flow's steps and files (a private directory named after the link; archives
 //! with bitcode extracted and passed between `--start-lib`/`--end-lib`); it does not know how
@@ -8,73 +8,18 @@
 //! (`command`) or the ar formats (`archive`).
 
 use super::command::*;
-use super::emit::*;
 use super::inputs::*;
 use crate::cli::LinkArgs;
-use crate::exec::dir::StateDir;
 use crate::exec::process::{self, Watch};
 use crate::job::parse::{Spec, SpecCommon, SpecJob};
 use crate::link::fingerprint::Print;
 use crate::link::ldargs;
 use crate::render::escape;
 use crate::report::{self, Fail};
-use camino::{Utf8Component, Utf8Path, Utf8PathBuf};
+use camino::{Utf8Component, Utf8Path};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::process::{Command, Stdio};
-
-pub fn link(args: &LinkArgs, jobserver: jobserver::FromEnv, watch: &Watch) -> Result<(), Fail> {
-    if args.run.job_file.is_some() {
-        return Err(Fail::bad_input(
-            "link: takes the link command after `--`, not a job file",
-        ));
-    }
-    let cwd = std::env::current_dir()
-        .map_err(|e| Fail::environment(format!("find the current directory: {e}")))?;
-    let cwd = Utf8PathBuf::from_path_buf(cwd)
-        .map_err(|p| Fail::environment(format!("use {}: not UTF-8", p.display())))?;
-    if let Some(file) = &args.emit {
-        // As the build tool will name it (`ninja -f` runs from here), so that the rule that
-        // writes it again is its own.
-        let (file, aliases) = file_names(&cwd, file);
-        let file = &file;
-        // One emit at a time in FILE's directory (two runs of its own rule at once would
-        // each replace FILE.dtlto/); the second then finds nothing changed.
-        let _one = lock_directory(&cwd.join(file))?;
-        if args.emit_check
-            && !crate::link::fingerprint::changed(&cwd.join(format!("{file}.dtlto")), &cwd)
-        {
-            return Ok(());
-        }
-        let result = checked(args, &cwd)
-            .and_then(|command| emit(args, &command, &cwd, file, &aliases, watch));
-        if result.is_err() {
-            discard_emitted(&cwd, file);
-        }
-        return result;
-    }
-    let command = checked(args, &cwd)?;
-    crate::exec::dir::remove_dead(&std::env::temp_dir());
-    // Named after the link, so that a relink writes the same paths into the index shards and
-    // a remote action cache knows its jobs.
-    let uid = rustix::process::getuid().as_raw();
-    let name = crate::fsutil::stable_name(&[cwd.as_str().as_bytes(), command.output().as_bytes()]);
-    let (state, why) =
-        StateDir::create_named(&format!("link-{uid}-{name}")).map_err(Fail::environment)?;
-    if let Some(why) = why {
-        report::warning(&format!(
-            "link: {why}; this run's files are in {} instead (a remote action cache knows \
-             none of its jobs by those paths)",
-            state.path()
-        ));
-    }
-    let result = flow(args, &command, &cwd, state.path(), jobserver, watch);
-    if args.run.keep {
-        let kept = state.keep();
-        report::note(&format!("link: kept {kept}"));
-    }
-    result
-}
 
 /// The link's inputs read, and where the thin link writes.
 pub(super) struct Plan {
@@ -278,7 +223,7 @@ pub(super) fn flow(
     let file = spec
         .into_file()
         .map_err(|e| Fail::bad_input(format!("parse job file {job_file}: {e}")))?;
-    crate::cmd::run::run_file(
+    crate::engine::run_file(
         &run,
         cwd.as_std_path().to_path_buf(),
         file,

@@ -4,7 +4,7 @@
 //! the final link, and `--emit`.
 //!
 //! It knows lld's options and the flow's files; it does not know how jobs are scheduled or run
-//! (`cmd::run` and `exec` do) or how build files are written (`render` does).
+//! (`engine` and `exec` do) or how build files are written (`render` does).
 
 mod archive;
 mod coffargs;
@@ -15,4 +15,70 @@ mod flow;
 mod inputs;
 mod ldargs;
 
-pub(crate) use flow::link;
+use crate::cli::LinkArgs;
+use crate::exec::dir::StateDir;
+use crate::exec::process::Watch;
+use crate::report::{self, Fail};
+use camino::Utf8PathBuf;
+use command::checked;
+use emit::{discard_emitted, emit, file_names, lock_directory};
+use flow::flow;
+
+/// `dtlto-bridge link`: with `--emit`, writes the build file of the link; else runs it.
+pub(crate) fn link(
+    args: &LinkArgs,
+    jobserver: jobserver::FromEnv,
+    watch: &Watch,
+) -> Result<(), Fail> {
+    if args.run.job_file.is_some() {
+        return Err(Fail::bad_input(
+            "link: takes the link command after `--`, not a job file",
+        ));
+    }
+    let cwd = std::env::current_dir()
+        .map_err(|e| Fail::environment(format!("find the current directory: {e}")))?;
+    let cwd = Utf8PathBuf::from_path_buf(cwd)
+        .map_err(|p| Fail::environment(format!("use {}: not UTF-8", p.display())))?;
+    if let Some(file) = &args.emit {
+        // As the build tool will name it (`ninja -f` runs from here), so that the rule that
+        // writes it again is its own.
+        let (file, aliases) = file_names(&cwd, file);
+        let file = &file;
+        // One emit at a time in FILE's directory (two runs of its own rule at once would
+        // each replace FILE.dtlto/); the second then finds nothing changed.
+        let _one = lock_directory(&cwd.join(file))?;
+        if args.emit_check
+            && !crate::link::fingerprint::changed(&cwd.join(format!("{file}.dtlto")), &cwd)
+        {
+            return Ok(());
+        }
+        let result = checked(args, &cwd)
+            .and_then(|command| emit(args, &command, &cwd, file, &aliases, watch));
+        if result.is_err() {
+            discard_emitted(&cwd, file);
+        }
+        return result;
+    }
+    let command = checked(args, &cwd)?;
+    crate::exec::dir::remove_dead(&std::env::temp_dir());
+    // Named after the link, so that a relink writes the same paths into the index shards and
+    // a remote action cache knows its jobs.
+    let uid = rustix::process::getuid().as_raw();
+    let name =
+        crate::util::fsutil::stable_name(&[cwd.as_str().as_bytes(), command.output().as_bytes()]);
+    let (state, why) =
+        StateDir::create_named(&format!("link-{uid}-{name}")).map_err(Fail::environment)?;
+    if let Some(why) = why {
+        report::warning(&format!(
+            "link: {why}; this run's files are in {} instead (a remote action cache knows \
+             none of its jobs by those paths)",
+            state.path()
+        ));
+    }
+    let result = flow(args, &command, &cwd, state.path(), jobserver, watch);
+    if args.run.keep {
+        let kept = state.keep();
+        report::note(&format!("link: kept {kept}"));
+    }
+    result
+}

@@ -17,6 +17,7 @@ use prost::Message;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Component, Path, PathBuf};
 
+use super::reapi::digest_of;
 use super::tree::{common_ancestor, under, Tree};
 use crate::job::outcome::Ingredients;
 use crate::report::history::Part;
@@ -30,14 +31,6 @@ const CANONICAL_OUTPUT: &str = "dtlto-job.native.o";
 
 /// The directory of the modules of an action keyed by content, each `DIGEST.EXT`.
 const MODULES: &str = "m";
-
-/// A message or file content, with its digest.
-pub fn digest_of(bytes: &[u8]) -> re::Digest {
-    re::Digest {
-        hash: crate::fsutil::sha256_hex(bytes),
-        size_bytes: bytes.len() as i64,
-    }
-}
 
 /// What is the same for every action of a link.
 #[derive(Clone)]
@@ -352,7 +345,8 @@ fn ingredients(
     layout: &Layout,
 ) -> Ingredients {
     let short = |hash: &str| hash[..16.min(hash.len())].to_string();
-    let words = |list: &[String]| short(&crate::fsutil::sha256_hex(list.join("\0").as_bytes()));
+    let words =
+        |list: &[String]| short(&crate::util::fsutil::sha256_hex(list.join("\0").as_bytes()));
     let shard = outputs.first().map(|o| format!("{o}.thinlto.bc"));
     // The command without the names of its files, which have their own ingredients.
     let index_flag = shard.as_ref().map(|s| format!("-fthinlto-index={s}"));

@@ -222,7 +222,7 @@ fn build_one(
     let shard = shard.map(|(name, bytes)| {
         let found = bytes
             .as_ref()
-            .map(|b| (action::digest_of(b), cwd.join(&name)))
+            .map(|b| (super::reapi::digest_of(b), cwd.join(&name)))
             .map_err(String::clone);
         (action::absolute(cwd, &name), found, bytes)
     });

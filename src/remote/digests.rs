@@ -105,7 +105,7 @@ impl Memo {
         };
         let trusted = self.trusted(seen.dev, path);
         if let Some(hash) = self.known.get(&seen).filter(|_| trusted) {
-            crate::fsutil::lock(&self.now).insert(seen, hash.clone());
+            crate::util::fsutil::lock(&self.now).insert(seen, hash.clone());
             return Ok(re::Digest {
                 hash: hash.clone(),
                 size_bytes: seen.size as i64,
@@ -119,7 +119,7 @@ impl Memo {
         let after = Key::of(&f.metadata()?);
         let whole = digest.size_bytes as u64 == before.size;
         if trusted && after == before && before.settled(now) && whole {
-            crate::fsutil::lock(&self.now).insert(before, digest.hash.clone());
+            crate::util::fsutil::lock(&self.now).insert(before, digest.hash.clone());
         }
         Ok(digest)
     }
@@ -127,11 +127,11 @@ impl Memo {
     /// Whether the file system of device `dev`, where `path` is, is `TRUSTED`: asked once per
     /// device.
     fn trusted(&self, dev: u64, path: &Path) -> bool {
-        if let Some(&known) = crate::fsutil::lock(&self.devices).get(&dev) {
+        if let Some(&known) = crate::util::fsutil::lock(&self.devices).get(&dev) {
             return known;
         }
         let trusted = trusted(path);
-        crate::fsutil::lock(&self.devices).insert(dev, trusted);
+        crate::util::fsutil::lock(&self.devices).insert(dev, trusted);
         trusted
     }
 
@@ -141,8 +141,8 @@ impl Memo {
         let Some(path) = &self.path else {
             return Ok(());
         };
-        let now = crate::fsutil::lock(&self.now);
-        crate::fsutil::keep(path, *now == self.known, || Ok(format(&now).into_bytes()))?;
+        let now = crate::util::fsutil::lock(&self.now);
+        crate::util::fsutil::keep(path, *now == self.known, || Ok(format(&now).into_bytes()))?;
         Ok(())
     }
 }
@@ -181,7 +181,7 @@ pub fn read_digest(f: &mut impl Read) -> std::io::Result<re::Digest> {
         h.update(&buf[..n]);
     }
     Ok(re::Digest {
-        hash: crate::fsutil::hex(h.finalize()),
+        hash: crate::util::fsutil::hex(h.finalize()),
         size_bytes: size as i64,
     })
 }

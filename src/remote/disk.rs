@@ -84,7 +84,7 @@ impl Disk {
             // marked as used (a link marks it by itself: it changes the file's ctime).
             Err(_) => {
                 let bytes = fs::read(&blob)?;
-                crate::fsutil::write_whole(here, &bytes, 0o666, || Ok(()))?;
+                crate::util::fsutil::write_whole(here, &bytes, 0o666, || Ok(()))?;
                 used(&blob);
                 Ok(())
             }
@@ -170,7 +170,7 @@ mod tests {
         let disk = Disk::new(dir.path().join("cache"));
         let out = dir.path().join("a.o");
         fs::write(&out, b"object").unwrap();
-        let hash = crate::fsutil::sha256_hex(b"object");
+        let hash = crate::util::fsutil::sha256_hex(b"object");
         let not_kept = disk.place(&hash, 6, &dir.path().join("x.o")).unwrap_err();
         assert_eq!(not_kept.kind(), ErrorKind::NotFound);
         disk.keep(&out, &hash).unwrap();
@@ -229,7 +229,7 @@ mod tests {
         let disk = Disk::new(dir.path().to_path_buf());
         let out = dir.path().join("a.o");
         fs::write(&out, b"x").unwrap();
-        let hash = crate::fsutil::sha256_hex(b"x");
+        let hash = crate::util::fsutil::sha256_hex(b"x");
         disk.keep(&out, &hash).unwrap();
         disk.trim();
         assert!(dir.path().join("trimmed").exists());

@@ -122,7 +122,7 @@ fn ask(path: &Path, real: &Path) -> Result<(String, Option<PathBuf>), String> {
     h.update(digest.hash.as_bytes());
     h.update(version.as_bytes());
     Ok((
-        format!("sha256:{}", crate::fsutil::hex(h.finalize())),
+        format!("sha256:{}", crate::util::fsutil::hex(h.finalize())),
         installed,
     ))
 }
@@ -154,7 +154,7 @@ fn key(real: &Path) -> Option<String> {
         }
         text.push_str(&format!("\n{}\n{seen:?}", p.display()));
     }
-    Some(crate::fsutil::sha256_hex(text.as_bytes()))
+    Some(crate::util::fsutil::sha256_hex(text.as_bytes()))
 }
 
 /// The libraries the ELF binary `binary` (in `dir`) needs that `library_path` (as
@@ -239,7 +239,7 @@ fn remember(file: &Path, key: &str, identity: &str) -> std::io::Result<()> {
         text.push_str(line);
         text.push('\n');
     }
-    crate::fsutil::keep(file, false, || Ok(text.into_bytes())).map(drop)
+    crate::util::fsutil::keep(file, false, || Ok(text.into_bytes())).map(drop)
 }
 
 #[cfg(test)]

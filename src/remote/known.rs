@@ -126,7 +126,7 @@ impl Known {
         if entry.outputs.len() != outputs.len() {
             return None;
         }
-        crate::fsutil::lock(&self.now).insert(key.to_string(), entry.clone());
+        crate::util::fsutil::lock(&self.now).insert(key.to_string(), entry.clone());
         Some(JobAction {
             action_digest: re::Digest {
                 hash: entry.action.clone(),
@@ -172,13 +172,13 @@ impl Known {
             ingredients: job.ingredients.clone(),
             results: Vec::new(),
         };
-        crate::fsutil::lock(&self.now).insert(key, entry);
+        crate::util::fsutil::lock(&self.now).insert(key, entry);
     }
 
     /// Remembers, for the job remembered under `key`, its outputs' digests in this link's
     /// result, in the job's order; whether that job is remembered.
     pub fn results(&self, key: &str, digests: &[re::Digest]) -> bool {
-        let mut now = crate::fsutil::lock(&self.now);
+        let mut now = crate::util::fsutil::lock(&self.now);
         let Some(entry) = now.get_mut(key) else {
             return false;
         };
@@ -191,7 +191,7 @@ impl Known {
 
     /// Forgets the job remembered under `key`: it was not what it is now.
     pub fn forget(&self, key: &str) {
-        crate::fsutil::lock(&self.now).remove(key);
+        crate::util::fsutil::lock(&self.now).remove(key);
     }
 
     /// Keeps this link's actions for the next link of the output, when they differ from those
@@ -200,8 +200,8 @@ impl Known {
         let Some(path) = &self.path else {
             return Ok(());
         };
-        let now = crate::fsutil::lock(&self.now);
-        crate::fsutil::keep(path, *now == self.known, || Ok(format(&now)?.into_bytes()))?;
+        let now = crate::util::fsutil::lock(&self.now);
+        crate::util::fsutil::keep(path, *now == self.known, || Ok(format(&now)?.into_bytes()))?;
         Ok(())
     }
 }
@@ -227,7 +227,7 @@ impl Words {
 
     fn finish(self) -> String {
         use sha2::Digest;
-        crate::fsutil::hex(self.0.finalize())
+        crate::util::fsutil::hex(self.0.finalize())
     }
 }
 
@@ -422,14 +422,14 @@ mod tests {
         assert!(k.get("k", &[here[0].clone(), here[0].clone()]).is_none());
         assert!(k.get("other", &here).is_none());
         // What was used is kept for the next link, with this link's result.
-        assert_eq!(crate::fsutil::lock(&k.now).get("k"), Some(&entry));
+        assert_eq!(crate::util::fsutil::lock(&k.now).get("k"), Some(&entry));
         let new = re::Digest {
             hash: "ef".into(),
             size_bytes: 4,
         };
         assert!(k.results("k", &[new]));
         assert!(!k.results("other", &[]));
-        let now = crate::fsutil::lock(&k.now);
+        let now = crate::util::fsutil::lock(&k.now);
         assert_eq!(now["k"].results, vec![("ef".to_string(), 4)]);
         assert!(
             !now.contains_key("other"),

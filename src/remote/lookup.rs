@@ -1,20 +1,18 @@
 //! Lookup: decides a link's cache hits before any job starts. With a disk cache, a job
 //! remembered with its last result whose outputs are kept there comes first, hard-linked, the
 //! server not asked (trusted by digest and size, as lld trusts its own cache). Then the link's
-//! own entry: one action-cache entry, keyed by every job's action, that names every job's
-//! outputs. Then the action of each job still unknown, many calls in flight. The hits' outputs
-//! are fetched in batches and written atomically, and verified like local ones. Once the link
-//! is over it remembers each job's result and keeps its outputs on disk, and writes the link's
-//! entry once every job of a link has a result the server holds.
+//! own entry (`entry`): one action-cache entry, keyed by every job's action, that names every
+//! job's outputs. Then the action of each job still unknown, many calls in flight. The hits'
+//! outputs are fetched in batches and written atomically, and verified like local ones. Once the
+//! link is over it remembers each job's result and keeps its outputs on disk (`keep`).
 //!
-//! It knows the action cache and the entry's layout (`INDEX/PATH` for each output); it does not
-//! run jobs (the runner does the misses) or decide what a miss does.
+//! It knows the action cache; it does not run jobs (the runner does the misses) or decide what
+//! a miss does.
 
-use crate::fsutil::{lock, write_whole};
+use crate::job::outcome::RemoteEnd as End;
 use crate::job::output;
-use crate::remote::action::{self, JobAction};
-use crate::remote::reapi;
-use crate::remote::runner::{info_of, Ctx, End};
+use crate::remote::session::{info_of, Session};
+use crate::util::fsutil::{lock, write_whole};
 use bazel_remote_apis::build::bazel::remote::execution::v2 as re;
 use rayon::prelude::*;
 use std::collections::HashMap;
@@ -22,12 +20,8 @@ use std::io::ErrorKind;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-/// The link entry's command; a new layout takes a new number.
-const ENTRY: [&str; 3] = ["dtlto-bridge", "link-entry", "1"];
 /// GetActionResult calls in flight at once.
 const IN_FLIGHT: usize = 64;
-/// The largest link entry written: servers take gRPC messages of 4 MiB by default.
-const MAX_ENTRY: usize = 3 << 20;
 /// The most bytes of outputs held in memory at once, fetched and not yet written.
 const HELD: i64 = 256 << 20;
 /// Batch reads (or streamed reads of large blobs) in flight at once.
@@ -35,54 +29,6 @@ const READS: usize = 8;
 /// The most bytes asked in one batch read: smaller batches let the first objects be written
 /// while the rest come.
 const BATCH: usize = 1 << 20;
-
-/// The link entry's action digest, and its messages: an Action whose input root holds every
-/// job's Action, by its index in the job file (servers read the Action of an action-cache
-/// key). None when some job has no action.
-pub(super) fn entry_key(jobs: &[Option<JobAction>]) -> Option<Entry> {
-    use prost::Message;
-    let width = jobs.len().to_string().len();
-    let files = jobs
-        .iter()
-        .enumerate()
-        .map(|(i, job)| {
-            Some(re::FileNode {
-                // Zero-padded, so the names are sorted as the protocol wants.
-                name: format!("{i:0width$}"),
-                digest: Some(job.as_ref()?.action_digest.clone()),
-                ..Default::default()
-            })
-        })
-        .collect::<Option<Vec<_>>>()?;
-    let root = re::Directory {
-        files,
-        ..Default::default()
-    }
-    .encode_to_vec();
-    let command = re::Command {
-        arguments: ENTRY.iter().map(|w| w.to_string()).collect(),
-        ..Default::default()
-    }
-    .encode_to_vec();
-    let action = re::Action {
-        command_digest: Some(action::digest_of(&command)),
-        input_root_digest: Some(action::digest_of(&root)),
-        ..Default::default()
-    }
-    .encode_to_vec();
-    let key = action::digest_of(&action);
-    let blobs = [command, root, action]
-        .into_iter()
-        .map(|b| (action::digest_of(&b), b))
-        .collect();
-    Some(Entry { key, blobs })
-}
-
-/// The link's entry in the action cache: its key, and the messages the key is the digest of.
-pub(super) struct Entry {
-    key: re::Digest,
-    blobs: Vec<(re::Digest, Vec<u8>)>,
-}
 
 /// An output to write: where it goes, and its bytes.
 type Output<'a> = (&'a std::path::Path, &'a [u8]);
@@ -92,7 +38,7 @@ type Files = Vec<re::OutputFile>;
 
 /// Looks every job up, fetches the hits' outputs and writes them; each hit's end (None for a
 /// miss). Nothing is written once the link is cancelled.
-pub(super) async fn look_up(ctx: Arc<Ctx>) -> Vec<Option<End>> {
+pub(super) async fn look_up(ctx: Arc<Session>) -> Vec<Option<End>> {
     let n = ctx.jobs.len();
     let t = std::time::Instant::now();
     let mut ends = from_disk(&ctx);
@@ -180,7 +126,7 @@ pub(super) async fn look_up(ctx: Arc<Ctx>) -> Vec<Option<End>> {
 
 /// Each job's end when its outputs came from the disk cache (None for the others): a job
 /// remembered with its last result, whose every output is kept there, each placed, or none.
-fn from_disk(ctx: &Ctx) -> Vec<Option<End>> {
+fn from_disk(ctx: &Session) -> Vec<Option<End>> {
     let n = ctx.jobs.len();
     let Some(disk) = &ctx.disk else {
         return vec![None; n];
@@ -222,8 +168,9 @@ fn from_disk(ctx: &Ctx) -> Vec<Option<End>> {
                     ..Default::default()
                 })
                 .collect();
-            lock(&ctx.results)[i] = Some(files);
-            lock(&ctx.from_disk).insert(i);
+            let state = &mut lock(&ctx.state)[i];
+            state.result = Some(files);
+            state.from_disk = true;
             let mut info = info_of(job);
             info.download_seconds = t.elapsed().as_secs_f64();
             Some(End::cached(info, "disk cache".into()))
@@ -235,13 +182,12 @@ fn from_disk(ctx: &Ctx) -> Vec<Option<End>> {
 /// Remembers, with each job's action, its outputs' digests in this link's result (known.rs),
 /// and keeps the outputs in the disk cache, when there is one. An error names the first
 /// output that could not be kept, and why.
-pub(super) fn keep(ctx: &Ctx) -> Result<(), String> {
-    let results = lock(&ctx.results);
-    let from_disk = lock(&ctx.from_disk);
+pub(super) fn keep(ctx: &Session) -> Result<(), String> {
+    let state = lock(&ctx.state);
     let failed: Option<String> = (0..ctx.jobs.len())
         .into_par_iter()
         .filter_map(|i| {
-            let (job, files) = (ctx.jobs[i].as_ref()?, results[i].as_ref()?);
+            let (job, files) = (ctx.jobs[i].as_ref()?, state[i].result.as_ref()?);
             let digests = job
                 .outputs
                 .iter()
@@ -251,7 +197,7 @@ pub(super) fn keep(ctx: &Ctx) -> Result<(), String> {
             if !ctx.later.known.results(ctx.keys[i].as_ref()?, &digests) {
                 return None;
             }
-            let disk = ctx.disk.as_ref().filter(|_| !from_disk.contains(&i))?;
+            let disk = ctx.disk.as_ref().filter(|_| !state[i].from_disk)?;
             job.outputs.iter().zip(&digests).find_map(|((_, here), d)| {
                 let e = disk.keep(here, &d.hash).err()?;
                 Some(format!("keep {} in the disk cache: {e}", here.display()))
@@ -267,7 +213,7 @@ pub(super) fn keep(ctx: &Ctx) -> Result<(), String> {
 /// Fetches the outputs of `part`'s hits, checks them and writes them, setting their `ends`.
 /// Each hit is written as soon as its outputs have come, while the rest are fetched.
 async fn write_part(
-    ctx: &Arc<Ctx>,
+    ctx: &Arc<Session>,
     part: Vec<(usize, Files, String)>,
     ends: &mut [Option<End>],
     lookup_seconds: f64,
@@ -294,7 +240,7 @@ async fn write_part(
         let mut info = info_of(job);
         info.execute_seconds = lookup_seconds;
         info.download_seconds = t.elapsed().as_secs_f64();
-        lock(&ctx.results)[i] = Some(files.into_iter().map(without_contents).collect());
+        lock(&ctx.state)[i].result = Some(files.into_iter().map(without_contents).collect());
         ends[i] = Some(End::cached(info, worker));
     }
 }
@@ -304,7 +250,7 @@ async fn write_part(
 /// hit whose outputs did not all come, or that came once the link was cancelled, is not
 /// written; one whose output is no object is not written, and executes, never from the cache.
 fn write_as_fetched(
-    ctx: &Ctx,
+    ctx: &Session,
     part: &[(usize, Files)],
     arrived: std::sync::mpsc::Receiver<Vec<(String, Vec<u8>)>>,
 ) -> Vec<bool> {
@@ -360,7 +306,7 @@ fn write_as_fetched(
             .filter_map(|(k, data)| {
                 if data.iter().any(|(_, d)| output::bytes_problem(d).is_some()) {
                     // A cached result that is no object: the job executes, never from the cache.
-                    lock(&ctx.bad_results).insert(part[*k].0);
+                    lock(&ctx.state)[part[*k].0].bad_result = true;
                     return None;
                 }
                 let ok = data
@@ -383,7 +329,7 @@ fn write_as_fetched(
 /// inline ones as given, the rest read in batches (and one by one beyond the batch limit),
 /// several calls in flight. A blob that cannot be read is left out: its job is then a miss.
 async fn fetch(
-    ctx: &Ctx,
+    ctx: &Session,
     part: &[(usize, Files, String)],
     fetched: std::sync::mpsc::Sender<Vec<(String, Vec<u8>)>>,
 ) {
@@ -464,57 +410,4 @@ fn without_contents(file: re::OutputFile) -> re::OutputFile {
         contents: Vec::new(),
         ..file
     }
-}
-
-/// Writes the link's entry when every job's outputs are held by the server (from its cache or
-/// executed there, none from the disk cache), the server takes updates, and the entry did not
-/// answer this link already.
-pub(super) async fn remember(ctx: &Ctx) -> Result<(), String> {
-    let Some(Entry { key, blobs }) = &ctx.entry else {
-        return Ok(());
-    };
-    if !ctx.cache || !ctx.cache_updates || ctx.entry_found.load(Ordering::Relaxed) {
-        return Ok(());
-    }
-    // Outputs taken from the disk cache may be outputs the server never held.
-    if !lock(&ctx.from_disk).is_empty() {
-        return Ok(());
-    }
-    let output_files: Option<Vec<re::OutputFile>> = lock(&ctx.results)
-        .iter()
-        .enumerate()
-        .map(|(i, files)| {
-            Some(files.as_ref()?.iter().map(move |f| re::OutputFile {
-                path: format!("{i}/{}", f.path),
-                ..f.clone()
-            }))
-        })
-        .collect::<Option<Vec<_>>>()
-        .map(|jobs| jobs.into_iter().flatten().collect());
-    let Some(output_files) = output_files else {
-        return Ok(());
-    };
-    let result = re::ActionResult {
-        output_files,
-        exit_code: 0,
-        ..Default::default()
-    };
-    if prost::Message::encoded_len(&result) > MAX_ENTRY {
-        return Ok(());
-    }
-    let mut client = ctx.client.clone();
-    for (digest, bytes) in blobs {
-        let uploaded = if client.batchable(bytes.len()) {
-            client
-                .batch_upload(vec![(digest.clone(), bytes.clone())])
-                .await
-        } else {
-            client.stream_upload(digest, bytes.clone()).await
-        };
-        uploaded.map_err(|s| format!("upload the link's action: {}", reapi::describe(&s)))?;
-    }
-    client
-        .update_result(key, result)
-        .await
-        .map_err(|s| format!("write the link's cache entry: {}", reapi::describe(&s)))
 }

@@ -4,8 +4,9 @@
 //! It knows what a server must offer a link; it runs no job of a link.
 
 use crate::remote::action::{self, Common};
+use crate::remote::options::Options;
 use crate::remote::reapi::{self, Client, Executed};
-use crate::remote::runner::{worker_name, Options};
+use crate::remote::session::worker_name;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -55,7 +56,7 @@ pub fn probe(options: &Options) -> Result<String, String> {
             &argv,
             &[],
             &["doctor.txt"],
-            &|_| action::digest_of(b""),
+            &|_| reapi::digest_of(b""),
             None,
         )?;
         client

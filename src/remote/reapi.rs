@@ -84,6 +84,14 @@ pub struct Capabilities {
     pub api: String,
 }
 
+/// A message or file content, with its digest.
+pub fn digest_of(bytes: &[u8]) -> re::Digest {
+    re::Digest {
+        hash: crate::util::fsutil::sha256_hex(bytes),
+        size_bytes: bytes.len() as i64,
+    }
+}
+
 /// Whether `url` names a TLS server (grpcs:// or https://).
 pub fn uses_tls(url: &str) -> bool {
     url.starts_with("grpcs://") || url.starts_with("https://")
@@ -632,7 +640,7 @@ fn uuid_like() -> String {
         std::process::id(),
         std::thread::current().id()
     );
-    let h = crate::fsutil::hex(Sha256::digest(seed.as_bytes()));
+    let h = crate::util::fsutil::hex(Sha256::digest(seed.as_bytes()));
     format!(
         "{}-{}-4{}-a{}-{}",
         &h[0..8],

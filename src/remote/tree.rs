@@ -8,7 +8,7 @@ use prost::Message;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use super::action::digest_of;
+use super::reapi::digest_of;
 
 /// The deepest directory that holds every one of `paths` (absolute, normalised).
 pub(super) fn common_ancestor<'a>(mut paths: impl Iterator<Item = &'a Path>) -> PathBuf {

@@ -7,8 +7,8 @@
 //! and the labels of what goes into a remote action (`Part`); it does not know how jobs run. A missing, unreadable or stale file only means fewer estimates
 //! and misses explained as "no earlier link".
 
-use crate::fsutil::stable_name;
 use crate::job::parse::JobFile;
+use crate::util::fsutil::stable_name;
 use camino::{Utf8Path, Utf8PathBuf};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -52,7 +52,7 @@ fn import_set(made: &Ingredients) -> String {
         .filter(|l| l.starts_with("an import "))
         .map(String::as_str)
         .collect();
-    crate::fsutil::sha256_hex(names.join("\n").as_bytes())[..16].to_string()
+    crate::util::fsutil::sha256_hex(names.join("\n").as_bytes())[..16].to_string()
 }
 
 /// `made` without its imports, with the digest of their names; and its imports.
@@ -244,7 +244,7 @@ impl History {
             unchanged
         };
         let bytes = || Ok(serde_json::to_vec(&self.saved)?);
-        if !crate::fsutil::keep(self.path.as_std_path(), unchanged, bytes)? {
+        if !crate::util::fsutil::keep(self.path.as_std_path(), unchanged, bytes)? {
             return Ok(());
         }
         let dir = self.path.parent().unwrap_or(Utf8Path::new("."));

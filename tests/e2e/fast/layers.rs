@@ -1,32 +1,103 @@
-//! The layers of `src/`: each top-level module imports only those before it in `LAYERS`
-//! (lib.rs says why), so there is no import cycle between them.
+//! The shape of `src/`: each top-level module imports only those in the groups before its own
+//! in `LAYERS` (lib.rs says why), the modules of one group do not import each other, no two
+//! files import each other (directly or round a longer cycle), and no file or function grows
+//! past what a reader can hold.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-/// Lowest first; lib.rs and main.rs stand above all.
-const LAYERS: [&str; 10] = [
-    "fsutil", "bitcode", "job", "render", "report", "remote", "exec", "cli", "cmd", "link",
+/// Lowest first; lib.rs and main.rs stand above all. The modules of one group stand side by
+/// side: `exec` (local execution) and `remote` (the REAPI client) meet only in `engine`.
+const LAYERS: [&[&str]; 10] = [
+    &["util"],
+    &["bitcode"],
+    &["job"],
+    &["render"],
+    &["report"],
+    &["exec", "remote"],
+    &["cli"],
+    &["engine"],
+    &["link"],
+    &["cmd"],
 ];
 
-/// Every `crate::NAME` a file names, as (line number, NAME).
-fn crate_paths(text: &str) -> Vec<(usize, String)> {
+/// The longest a file may be, in lines.
+const FILE_LINES: usize = 900;
+/// The longest a function of the run engine or the remote client may be, in lines.
+const FN_LINES: usize = 80;
+
+fn src() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+}
+
+/// A file's text up to its unit tests (`#[cfg(test)]`), which may import anything.
+fn code(file: &Path) -> String {
+    let text = fs::read_to_string(file).unwrap();
+    match text.find("#[cfg(test)]") {
+        Some(at) => text[..at].to_string(),
+        None => text,
+    }
+}
+
+/// Every path starting with `prefix` (`crate::`, `super::`) a text names, as (line number,
+/// segments); a group (`a::{b, c::d}`) gives one path per member.
+fn paths(text: &str, prefix: &str) -> Vec<(usize, Vec<String>)> {
     let mut found = Vec::new();
     for (n, line) in text.lines().enumerate() {
+        if line.trim_start().starts_with("//") {
+            continue;
+        }
         let mut rest = line;
-        while let Some(at) = rest.find("crate::") {
-            rest = &rest[at + "crate::".len()..];
-            let name: String = rest
-                .chars()
-                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '{')
-                .collect();
-            found.push((n + 1, name));
+        while let Some(at) = rest.find(prefix) {
+            // Not the tail of a longer word (`self::super::`).
+            let before = rest[..at].chars().last();
+            rest = &rest[at + prefix.len()..];
+            if before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_') {
+                continue;
+            }
+            let mut segments = Vec::new();
+            let mut tail = rest;
+            loop {
+                let word: String = tail
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                if !word.is_empty() {
+                    segments.push(word.clone());
+                    tail = &tail[word.len()..];
+                }
+                if let Some(t) = tail.strip_prefix("::") {
+                    tail = t;
+                    if let Some(group) = t.strip_prefix('{') {
+                        let end = group.find('}').unwrap_or(group.len());
+                        for member in group[..end].split(',') {
+                            let member: Vec<String> = member
+                                .trim()
+                                .split("::")
+                                .map(|s| s.trim().to_string())
+                                .filter(|s| !s.is_empty() && s != "self" && s != "*")
+                                .collect();
+                            let mut path = segments.clone();
+                            path.extend(member);
+                            found.push((n + 1, path));
+                        }
+                        segments.clear();
+                        break;
+                    }
+                    continue;
+                }
+                break;
+            }
+            if !segments.is_empty() {
+                found.push((n + 1, segments));
+            }
         }
     }
     found
 }
 
-fn rust_files(path: &Path, out: &mut Vec<std::path::PathBuf>) {
+fn rust_files(path: &Path, out: &mut Vec<PathBuf>) {
     if path.is_dir() {
         for e in fs::read_dir(path).unwrap().flatten() {
             rust_files(&e.path(), out);
@@ -36,48 +107,256 @@ fn rust_files(path: &Path, out: &mut Vec<std::path::PathBuf>) {
     }
 }
 
+fn all_files() -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    rust_files(&src(), &mut files);
+    files.sort();
+    files
+}
+
+/// The group `LAYERS` puts a top-level module in.
+fn rank(name: &str) -> Option<usize> {
+    LAYERS.iter().position(|g| g.contains(&name))
+}
+
 #[test]
 fn each_layer_imports_only_the_layers_below_it() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut wrong = Vec::new();
     let mut seen = 0;
-    for (rank, layer) in LAYERS.iter().enumerate() {
-        let mut files = Vec::new();
-        rust_files(&src.join(layer), &mut files);
-        rust_files(&src.join(format!("{layer}.rs")), &mut files);
-        assert!(!files.is_empty(), "src/{layer} is missing");
-        for file in files {
-            let text = fs::read_to_string(&file).unwrap();
-            for (line, name) in crate_paths(&text) {
-                seen += 1;
-                let to = LAYERS.iter().position(|l| *l == name);
-                match to {
-                    Some(to) if to <= rank => {}
-                    _ => wrong.push(format!("{}:{line}: crate::{name}", file.display())),
+    for group in LAYERS {
+        for layer in group {
+            let mut files = Vec::new();
+            rust_files(&src().join(layer), &mut files);
+            rust_files(&src().join(format!("{layer}.rs")), &mut files);
+            assert!(!files.is_empty(), "src/{layer} is missing");
+            let own = rank(layer).unwrap();
+            for file in files {
+                let text = fs::read_to_string(&file).unwrap();
+                for (line, path) in paths(&text, "crate::") {
+                    seen += 1;
+                    let name = &path[0];
+                    match rank(name) {
+                        Some(to) if to < own || name == layer => {}
+                        _ => wrong.push(format!("{}:{line}: crate::{name}", file.display())),
+                    }
                 }
             }
         }
     }
+    let top: BTreeSet<String> = fs::read_dir(src())
+        .unwrap()
+        .flatten()
+        .map(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .trim_end_matches(".rs")
+                .to_string()
+        })
+        .filter(|n| n != "lib" && n != "main")
+        .collect();
+    let listed: BTreeSet<String> = LAYERS
+        .iter()
+        .flat_map(|g| g.iter())
+        .map(|s| s.to_string())
+        .collect();
+    assert_eq!(top, listed, "src/ holds modules that LAYERS does not place");
     assert!(
         seen > 50,
         "found only {seen} crate:: paths: is the scan broken?"
     );
     assert!(
         wrong.is_empty(),
-        "imports that go up a layer or are not checked (grouped `crate::{{..}}`):\n{}",
+        "imports that go up a layer or across to a side-by-side one:\n{}",
         wrong.join("\n")
+    );
+}
+
+/// The file a path names from `file` (`crate::a::b::C` or `super::b`): the deepest module file
+/// of its segments that exists, or None when it is the file itself or a folder's `mod.rs` (a
+/// folder's face, which may re-export its files).
+fn target(file: &Path, path: &[String], from_crate: bool) -> Option<PathBuf> {
+    let mut dir = if from_crate {
+        src()
+    } else {
+        let parent = file.parent().unwrap();
+        if file.file_name().is_some_and(|n| n == "mod.rs") {
+            parent.parent().unwrap().to_path_buf()
+        } else {
+            parent.to_path_buf()
+        }
+    };
+    let mut found = None;
+    for segment in path {
+        let leaf = dir.join(format!("{segment}.rs"));
+        let folder = dir.join(segment);
+        if leaf.is_file() {
+            found = Some(leaf);
+            break;
+        } else if folder.join("mod.rs").is_file() {
+            dir = folder;
+        } else {
+            break;
+        }
+    }
+    found.filter(|f| f != file)
+}
+
+/// Which files each file imports, by the paths it names.
+fn imports() -> BTreeMap<PathBuf, BTreeSet<PathBuf>> {
+    let mut graph = BTreeMap::new();
+    for file in all_files() {
+        if file.file_name().is_some_and(|n| n == "mod.rs") {
+            continue;
+        }
+        let text = code(&file);
+        let mut to = BTreeSet::new();
+        for (prefix, from_crate) in [("crate::", true), ("super::", false)] {
+            for (_, path) in paths(&text, prefix) {
+                to.extend(target(&file, &path, from_crate));
+            }
+        }
+        graph.insert(file, to);
+    }
+    graph
+}
+
+#[test]
+fn no_two_files_import_each_other_even_round_a_longer_cycle() {
+    let graph = imports();
+    let edges: usize = graph.values().map(BTreeSet::len).sum();
+    assert!(
+        edges > 100,
+        "found only {edges} imports between files: is the scan broken?"
+    );
+    // A depth-first walk: a file met again while still on the walk's path closes a cycle.
+    fn walk(
+        at: &PathBuf,
+        graph: &BTreeMap<PathBuf, BTreeSet<PathBuf>>,
+        on_path: &mut Vec<PathBuf>,
+        done: &mut BTreeSet<PathBuf>,
+        cycles: &mut Vec<String>,
+    ) {
+        if let Some(i) = on_path.iter().position(|p| p == at) {
+            let names: Vec<String> = on_path[i..]
+                .iter()
+                .chain([at])
+                .map(|p| p.strip_prefix(src()).unwrap().display().to_string())
+                .collect();
+            cycles.push(names.join(" -> "));
+            return;
+        }
+        if !done.insert(at.clone()) {
+            return;
+        }
+        on_path.push(at.clone());
+        for next in graph.get(at).into_iter().flatten() {
+            walk(next, graph, on_path, done, cycles);
+        }
+        on_path.pop();
+    }
+    let mut cycles = Vec::new();
+    let mut done = BTreeSet::new();
+    for file in graph.keys() {
+        walk(file, &graph, &mut Vec::new(), &mut done, &mut cycles);
+    }
+    assert!(
+        cycles.is_empty(),
+        "import cycles between files:\n{}",
+        cycles.join("\n")
     );
 }
 
 #[test]
 fn src_has_few_entries_and_no_long_file() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let entries = fs::read_dir(&src).unwrap().count();
-    assert!(entries <= 12, "src/ has {entries} entries");
-    let mut files = Vec::new();
-    rust_files(&src, &mut files);
-    for file in files {
+    let entries = fs::read_dir(src()).unwrap().count();
+    assert!(entries <= 13, "src/ has {entries} entries");
+    for file in all_files() {
         let lines = fs::read_to_string(&file).unwrap().lines().count();
-        assert!(lines <= 900, "{} has {lines} lines", file.display());
+        assert!(lines <= FILE_LINES, "{} has {lines} lines", file.display());
     }
+}
+
+/// Each function of `text` (outside its unit tests) longer than `FN_LINES`, as "name: lines".
+fn long_functions(text: &str) -> Vec<String> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut long = Vec::new();
+    let mut i = 0;
+    while i < lines.len() {
+        let line = lines[i].trim_start();
+        let is_fn = [
+            "fn ",
+            "pub fn ",
+            "pub(crate) fn ",
+            "pub(super) fn ",
+            "async fn ",
+        ]
+        .iter()
+        .chain(&[
+            "pub async fn ",
+            "pub(super) async fn ",
+            "pub(crate) async fn ",
+        ])
+        .any(|p| line.starts_with(p));
+        if !is_fn {
+            i += 1;
+            continue;
+        }
+        let indent = lines[i].len() - line.len();
+        let name: String = line
+            .split("fn ")
+            .nth(1)
+            .unwrap_or("")
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect();
+        // The function ends at the first `}` at its own indent (rustfmt's layout), or at a
+        // `;` ending a declaration without a body.
+        let end = (i..lines.len()).find(|&j| {
+            let l = lines[j];
+            (j > i && l.len() > indent && &l[indent..] == "}" && l[..indent].trim().is_empty())
+                || (j == i && l.trim_end().ends_with(';'))
+        });
+        let end = end.unwrap_or(i);
+        if end + 1 - i > FN_LINES {
+            long.push(format!("{name}: {} lines", end + 1 - i));
+        }
+        i += 1;
+    }
+    long
+}
+
+#[test]
+fn no_function_of_the_engine_or_the_remote_client_is_long() {
+    let mut long = Vec::new();
+    let mut checked = 0;
+    for layer in ["engine", "remote"] {
+        let mut files = Vec::new();
+        rust_files(&src().join(layer), &mut files);
+        for file in files {
+            checked += 1;
+            for f in long_functions(&code(&file)) {
+                long.push(format!("{}: {f}", file.display()));
+            }
+        }
+    }
+    assert!(checked > 10, "checked only {checked} files");
+    assert!(
+        long.is_empty(),
+        "functions over {FN_LINES} lines:\n{}",
+        long.join("\n")
+    );
+}
+
+#[test]
+fn the_function_measure_counts_a_body_to_its_closing_brace() {
+    let body = |n: usize| "    let x = 1;\n".repeat(n);
+    let text = format!(
+        "fn short() {{\n{}}}\n\npub(super) async fn long(a: u8) -> u8 {{\n{}}}\n",
+        body(3),
+        body(FN_LINES)
+    );
+    assert_eq!(
+        long_functions(&text),
+        [format!("long: {} lines", FN_LINES + 2)]
+    );
 }

@@ -4,9 +4,9 @@
 //! It knows how ninja and make are found and invoked; it does not run them (`run` does) or
 //! render the file (`render` does).
 
-use super::run::own_exe;
 use crate::cli::{Backend, RunArgs};
 use crate::exec::dir::StateDir;
+use crate::exec::process::own_exe;
 use crate::exec::slots::Source;
 use crate::job::parse::JobFile;
 use crate::render::{self, Format, RunHooks};
@@ -56,7 +56,7 @@ pub(super) fn write_build_file(
     let ninja = ninja.ok();
     let format = render::choose_backend(args.backend.and_then(Backend::format), ninja.is_some());
     let state = StateDir::create().map_err(Fail::environment)?;
-    let exe = own_exe()?;
+    let exe = own_exe().map_err(Fail::environment)?;
     let opts = render::Options {
         wrapper,
         source: path.as_str(),

@@ -1,0 +1,212 @@
+//! Execute: the third step — the build file of the jobs the cache left, the build tool (or the
+//! direct backend's guard), the slot supply, the scheduler's server, the signal handling that
+//! cancels through the launchers, and the progress line.
+//!
+//! It knows how those parts are started and joined for one link; what each does is `exec`'s.
+
+use super::backend::{tool_command, write_build_file};
+use super::decide::Remoting;
+use super::prepare::Prepared;
+use crate::exec::guard::Guard;
+use crate::exec::process::{self, Watch};
+use crate::exec::sched::Policy;
+use crate::exec::server::{DirectSetup, Server, Setup};
+use crate::exec::slots::{Source, Supply};
+use crate::job::check;
+use crate::job::outcome::{self, RemoteEnd};
+use crate::report::{self, Fail};
+use std::io::IsTerminal;
+use std::process::ExitStatus;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Launchers started beyond the slots a link can use, so that the scheduler has a choice of
+/// ready jobs when a slot frees.
+const WAITING: usize = 64;
+/// How long settling waits for launchers to go after the build tool is gone.
+pub(super) const LAUNCHERS_GONE: Duration = Duration::from_secs(5);
+/// How long the build tool has to stop by itself after a cancelling signal.
+const TOOL_STOPS: Duration = Duration::from_secs(5);
+
+/// What `execute` leaves for `settle`: the server and the build tool's end, when jobs were left
+/// to run; else the remote side, still to finish.
+pub(super) struct Executed {
+    pub server: Option<Server>,
+    /// The guard of a run that started its jobs itself.
+    pub guard: Option<Arc<Guard>>,
+    pub remote: Option<crate::remote::Remote>,
+    pub tool: Option<Result<ExitStatus, String>>,
+    pub start: f64,
+    pub end: f64,
+}
+
+/// Runs the jobs the lookup left (`hits` are done) through the build tool, if any are left and
+/// no signal came.
+pub(super) fn execute(
+    p: &mut Prepared<'_>,
+    remoting: Remoting,
+    hits: &[Option<RemoteEnd>],
+    start: f64,
+    watch: &Watch,
+) -> Result<Executed, Fail> {
+    let hit = |i: usize| hits.get(i).is_some_and(Option::is_some);
+    let order: Vec<usize> = check::longest_first(&p.cost)
+        .into_iter()
+        .filter(|&i| !hit(i))
+        .collect();
+    if order.is_empty() || watch.received().is_some() {
+        return Ok(Executed {
+            server: None,
+            guard: None,
+            remote: remoting.remote,
+            tool: None,
+            start,
+            end: outcome::now(),
+        });
+    }
+    let tool = write_build_file(p.args, &p.file, &p.wrapper, order.clone())?;
+    let build = tool.build.clone();
+    let (state_dir, log_path) = (tool.state.path().to_owned(), tool.state.tool_log());
+    p.tool = Some(tool);
+    for w in &p.decision.warnings {
+        report::warning(w);
+    }
+    if !p.args.quiet && !p.decision.advice.is_empty() {
+        let dir = crate::exec::pool::user_dir(&p.pool_base).ok();
+        for advice in &p.decision.advice {
+            crate::report::advice::once(dir.as_deref(), advice);
+        }
+    }
+    if let Some(w) = crate::job::wrapper::known_local(&p.wrapper) {
+        report::warning(&w);
+    }
+    let n = order.len();
+    let local_bound = match &p.decision.source {
+        Source::Fixed(k) => *k,
+        Source::Pool(pool) => pool.size(),
+        Source::Jobserver(_) => WAITING,
+    };
+    let Remoting {
+        remote,
+        ok: remote_ok,
+        jobs: remote_jobs,
+    } = remoting;
+    let tool_jobs = n.min(local_bound + remote_jobs + WAITING).max(1);
+    let command = match &build {
+        Some((format, program)) => Some(tool_command(
+            *format,
+            program,
+            &state_dir,
+            &log_path,
+            tool_jobs,
+            &p.decision.source,
+        )?),
+        None => None,
+    };
+    // Without a build tool, the run's guard does what launchers do should the run be killed.
+    let guard = match (&build, &p.decision.source) {
+        (Some(_), _) => None,
+        (None, source) => {
+            let client = match source {
+                Source::Jobserver(client) => Some(client),
+                _ => None,
+            };
+            let guard = Guard::start(
+                &process::own_exe().map_err(Fail::environment)?,
+                state_dir.as_str(),
+                client,
+            )
+            .map_err(|e| {
+                Fail::environment(format!(
+                    "start the guard of --backend direct: {e}; use --backend ninja or make"
+                ))
+            })?;
+            Some(Arc::new(guard))
+        }
+    };
+
+    let (tx, rx) = std::sync::mpsc::channel();
+    // The supply owns the source from now on: the pool is left when the supply stops.
+    let source = std::mem::replace(&mut p.decision.source, Source::Fixed(0));
+    let (supply, own) = Supply::start(source, tx)
+        .map_err(|e| Fail::environment(format!("start taking job slots: {e}")))?;
+    let can_grow = supply.can_grow();
+    let setup = Setup {
+        file: p.file.clone(),
+        wrapper: p.wrapper.clone(),
+        cost: p.cost.clone(),
+        policy: Policy {
+            wrapped: !p.wrapper.is_empty(),
+            fallback: !p.wrapper.is_empty() && !p.args.no_fallback,
+            expected: if build.is_some() { tool_jobs } else { n },
+            own,
+            can_grow,
+            remote: remote_ok,
+            remote_jobs,
+            remote_fallback: !p.args.no_fallback,
+            stop_after_failure: build.is_none(),
+        },
+        state_dir,
+        cwd: p.cwd.clone(),
+        parallelism: p.parallelism,
+        remote: remote.map(|r| Box::new(r) as Box<dyn crate::exec::server::RemoteLane>),
+        direct: guard.clone().map(|guard| DirectSetup {
+            jobs: order,
+            watch: watch.clone(),
+            guard,
+        }),
+    };
+    let server = Server::start(setup, supply, rx)
+        .map_err(|e| Fail::environment(format!("listen for job launchers: {e}")))?;
+    // A signal cancels through the launchers: each stops its job and exits non-zero, and the
+    // build tool stops as for a failed job. Signalled itself, ninja or make would remove the
+    // outputs of jobs that finished but whose launchers had not exited yet. Only a tool that
+    // is still there after a while gets SIGTERM. Without a tool (direct), the run stops the jobs
+    // itself, and one still there after a while gets SIGKILL.
+    let cancel = server.canceller();
+    let escalate = watch.clone();
+    let direct = build.is_none();
+    watch.on_signal(move |sig| {
+        cancel(sig);
+        let watch = escalate.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(TOOL_STOPS);
+            // Without a build tool, what is still there is a job that ignored the signal.
+            watch.signal_all(if direct { libc::SIGKILL } else { libc::SIGTERM });
+        });
+    });
+
+    let progress = crate::exec::progress::Progress::start(
+        n,
+        !p.args.quiet && std::io::stderr().is_terminal(),
+        server.counter(),
+    );
+    let tool = match (command, &build) {
+        (Some(mut cmd), Some((_, program))) => Some(
+            process::spawn(
+                &mut cmd,
+                watch,
+                &process::Options {
+                    group: true,
+                    parent_death: Some(libc::SIGTERM),
+                    forward: false,
+                },
+            )
+            .and_then(|child| child.wait(watch))
+            .map_err(|e| format!("run {}: {e}", program.display())),
+        ),
+        _ => {
+            server.wait_for_jobs();
+            None
+        }
+    };
+    progress.finish();
+    Ok(Executed {
+        server: Some(server),
+        guard,
+        remote: None,
+        tool,
+        start,
+        end: outcome::now(),
+    })
+}

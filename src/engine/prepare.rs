@@ -1,0 +1,235 @@
+//! Prepare: the first step of a run — the job file read and checked, its inputs looked at,
+//! `--save`, the history and each job's expected cost, and where job slots come from.
+//!
+//! It knows what must hold before anything runs; it starts nothing and talks to no server.
+
+use super::backend::Tool;
+use crate::cli::RunArgs;
+use crate::exec::dir;
+use crate::exec::slots;
+use crate::job::check;
+use crate::job::outcome;
+use crate::job::parse::{self, JobFile};
+use crate::report::history::History;
+use crate::report::record;
+use crate::report::{self, Fail};
+use camino::{Utf8Path, Utf8PathBuf};
+use std::fs;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// Reads a job file; its text stays for the life of the process (the jobs borrow from it, and
+/// a run's threads use them to the end).
+fn read(path: &Utf8Path) -> Result<&'static str, Fail> {
+    let text = fs::read_to_string(path)
+        .map_err(|e| Fail::bad_input(format!("read job file {path}: {e}")))?;
+    Ok(Box::leak(text.into_boxed_str()))
+}
+
+/// Reads and parses a job file.
+pub(crate) fn parse_file(path: &Utf8Path) -> Result<JobFile<'static>, Fail> {
+    let text = read(path)?;
+    parse::parse(text).map_err(|e| Fail::bad_input(format!("parse job file {path}: {e}")))
+}
+
+pub(crate) fn cwd() -> Result<(PathBuf, String), Fail> {
+    let dir = std::env::current_dir()
+        .map_err(|e| Fail::environment(format!("find the current directory: {e}")))?;
+    let text = dir.to_string_lossy().into_owned();
+    Ok((dir, text))
+}
+
+pub(crate) fn wrapper(arg: &crate::cli::WrapperArg) -> Result<Vec<String>, Fail> {
+    arg.words().map_err(Fail::bad_input)
+}
+
+/// The missing inputs of a job file, `count` of them, the `shown` ones one line each, or None
+/// when all exist.
+pub(crate) fn missing_list(
+    file: &JobFile<'_>,
+    count: usize,
+    shown: &[(usize, String)],
+) -> Option<String> {
+    if count == 0 {
+        return None;
+    }
+    let mut list: Vec<String> = shown
+        .iter()
+        .map(|(i, p)| format!("  jobs[{i}] ({}): {p:?}", file.jobs[*i].outputs[0]))
+        .collect();
+    if count > shown.len() {
+        list.push(format!("  ... and {} more", count - shown.len()));
+    }
+    Some(format!(
+        "{count} input file(s) do not exist:\n{}",
+        list.join("\n")
+    ))
+}
+
+/// Everything a link needs before anything runs.
+pub(super) struct Prepared<'a> {
+    pub args: &'a RunArgs,
+    pub file: Arc<JobFile<'static>>,
+    pub wrapper: Vec<String>,
+    pub input_bytes: Vec<u64>,
+    /// What the look at the inputs found (remote links only).
+    pub seen: check::Seen,
+    pub cost: Vec<f64>,
+    pub history: Option<History>,
+    /// The build tool and its file, once written (never, when no job is left to run).
+    pub tool: Option<Tool>,
+    pub cwd: PathBuf,
+    pub decision: slots::Decision,
+    pub pool_base: Utf8PathBuf,
+    pub parallelism: usize,
+    pub remote: Option<crate::remote::Options>,
+    /// The compiler's identity, asked early (remote links only).
+    pub identity: Option<crate::remote::Asked>,
+}
+
+pub(super) fn prepare<'a>(
+    args: &'a RunArgs,
+    cwd: PathBuf,
+    mut file: JobFile<'static>,
+    jobserver: jobserver::FromEnv,
+) -> Result<Option<Prepared<'a>>, Fail> {
+    let path = args
+        .job_file
+        .as_deref()
+        .expect("clap requires the job file");
+    check::check(&file, &cwd.to_string_lossy())
+        .map_err(|e| Fail::bad_input(format!("check job file {path}: {e}")))?;
+    let wrapper = wrapper(&args.wrapper)?;
+    let mut remote = args.remote.options().map_err(Fail::bad_input)?;
+    if let (Some(options), Some(dir)) = (&mut remote, history_dir(args)) {
+        let name = crate::report::history::stem(&cwd, &file.linker_output);
+        let digests = crate::report::history::DIGESTS;
+        options.memo = Some(dir.join(format!("{name}.{digests}")).into());
+    }
+    let identity = (remote.is_some() && !file.jobs.is_empty())
+        .then(|| crate::remote::Asked::start(&file, history_dir(args).map(Into::into)));
+    if let Some(why) = remote.as_ref().and_then(|o| o.disk_unused()) {
+        report::warning(&format!("--remote-disk-cache is not used: {why}"));
+    }
+    let inputs = check::stat_inputs(&file, &cwd, remote.is_some());
+    if let Some(list) = missing_list(&file, inputs.missing.len(), &inputs.missing) {
+        return Err(Fail::bad_input(format!("check inputs of {path}: {list}")));
+    }
+    if let Some(line) = crate::job::relocation::follow_modules(&mut file, &cwd) {
+        report::note(&line);
+    }
+    if let Some(dir) = &args.save {
+        save(dir, path, &file, &cwd)?;
+    }
+    if file.jobs.is_empty() {
+        // Every job came from lld's ThinLTO cache: a link through dtlto-bridge all the same.
+        log_empty(args, &file, &wrapper);
+        return Ok(None);
+    }
+    dir::remove_dead(&std::env::temp_dir());
+    let (history, cost) = costs(args, &file, &cwd, &inputs.bytes);
+    let parallelism = std::thread::available_parallelism()
+        .map(usize::from)
+        .unwrap_or(1);
+    let pool_base = crate::exec::pool::base_dir(args.host_pool.as_deref());
+    let decision = slots::decide(
+        jobserver,
+        &slots::Request {
+            explicit_jobs: args.jobs.map(|j| {
+                (
+                    j as usize,
+                    args.origins.describe("jobs", "-j", &j.to_string()),
+                )
+            }),
+            parallelism,
+            host_slots: args.host_slots.unwrap_or(parallelism),
+            pool_base: &pool_base,
+        },
+    );
+    Ok(Some(Prepared {
+        args,
+        file: Arc::new(file),
+        wrapper,
+        input_bytes: inputs.bytes,
+        seen: inputs.seen,
+        cost,
+        history,
+        tool: None,
+        cwd,
+        decision,
+        pool_base,
+        parallelism,
+        remote,
+        identity,
+    }))
+}
+
+/// `--save DIR`: the job file and every input its jobs read, to run them again later.
+fn save(
+    dir: &Utf8Path,
+    path: &Utf8Path,
+    file: &JobFile<'_>,
+    cwd: &std::path::Path,
+) -> Result<(), Fail> {
+    let saved = super::save::save(dir, path, file, cwd)
+        .map_err(|e| Fail::environment(format!("save the link in {dir}: {e}")))?;
+    let how = if saved.copied > 0 {
+        format!("{} copied", saved.copied)
+    } else {
+        "hard links".to_string()
+    };
+    report::note(&format!(
+        "saved {} and its jobs' {} input file(s) ({:.1} MB, {how}) in {}; run the jobs again \
+         from there: dtlto-bridge emit --format ninja {} -o jobs.ninja && ninja -f jobs.ninja",
+        path,
+        saved.files - 1,
+        saved.bytes as f64 / 1e6,
+        saved.run_dir,
+        crate::render::escape::shell_word(saved.job_file.file_name().unwrap_or("")),
+    ));
+    Ok(())
+}
+
+/// The record of a link whose every job came from lld's cache.
+fn log_empty(args: &RunArgs, file: &JobFile<'_>, wrapper: &[String]) {
+    let empty = record::build(&record::RunInfo {
+        file,
+        wrapper,
+        outcomes: &[],
+        input_bytes: &[],
+        backend: "none",
+        start: outcome::now(),
+        end: outcome::now(),
+    });
+    super::records::log(args, &empty, true);
+}
+
+/// Where links are remembered (`--history`), unless that is turned off.
+pub(super) fn history_dir(args: &RunArgs) -> Option<Utf8PathBuf> {
+    (!args.no_history)
+        .then(|| {
+            args.history
+                .clone()
+                .or_else(crate::report::history::default_dir)
+        })
+        .flatten()
+}
+
+/// The remembered history (unless turned off) and each job's expected cost, by `--order`.
+fn costs(
+    args: &RunArgs,
+    file: &JobFile<'_>,
+    cwd: &std::path::Path,
+    bytes: &[u64],
+) -> (Option<History>, Vec<f64>) {
+    let history = history_dir(args).map(|dir| History::load(&dir, cwd, &file.linker_output));
+    let cost = match args.order {
+        crate::cli::Order::Longest => match &history {
+            Some(h) => h.estimate(file, bytes),
+            None => bytes.iter().map(|&b| b as f64).collect(),
+        },
+        // Earlier jobs cost more, so they go first.
+        crate::cli::Order::File => (0..file.jobs.len()).map(|i| -(i as f64)).collect(),
+    };
+    (history, cost)
+}

@@ -1,0 +1,117 @@
+//! Settle: the fourth step — every launcher gone, the server finished, each job's outcome read
+//! from its record and stderr, and the outputs of jobs that did not finish well removed.
+//!
+//! It knows what is left once jobs have ended; it words nothing for the user.
+
+use super::execute::{Executed, LAUNCHERS_GONE};
+use super::prepare::Prepared;
+use crate::exec::dir;
+use crate::exec::process::Watch;
+use crate::exec::sched::Record;
+use crate::exec::server;
+use crate::job::outcome::{Outcome, RemoteEnd};
+use crate::job::output;
+use std::fs;
+use std::process::ExitStatus;
+
+/// What `settle` leaves for `conclude`.
+pub(super) struct Settled {
+    pub outcomes: Vec<Outcome>,
+    pub warnings: Vec<String>,
+    pub remote: Option<crate::job::outcome::RemoteTotals>,
+    /// How the build tool ended; None when none ran.
+    pub tool: Option<Result<ExitStatus, String>>,
+    pub signal: Option<i32>,
+    pub start: f64,
+    pub end: f64,
+}
+
+pub(super) fn settle(
+    p: &Prepared<'_>,
+    executed: Executed,
+    hits: Vec<Option<RemoteEnd>>,
+    watch: &Watch,
+) -> Settled {
+    let Executed {
+        server,
+        guard,
+        remote,
+        tool,
+        start,
+        end,
+    } = executed;
+    let server::Finished {
+        mut records,
+        mut warnings,
+        remote,
+    } = match server {
+        Some(server) => {
+            // The build tool is gone; its launchers should be too. Those that linger are stopped.
+            if !server.wait_for_launchers(LAUNCHERS_GONE) {
+                server.cancel(watch.received().unwrap_or(libc::SIGTERM));
+                server.wait_for_launchers(LAUNCHERS_GONE);
+            }
+            server.finish()
+        }
+        None => {
+            let (totals, warnings) = remote.map(crate::remote::Remote::finish).unzip();
+            server::Finished {
+                records: vec![Record::default(); p.file.jobs.len()],
+                warnings: warnings.unwrap_or_default(),
+                remote: totals,
+            }
+        }
+    };
+    for (index, end) in hits.into_iter().enumerate() {
+        if let Some(end) = end {
+            records[index] = Record::from_cache(end);
+        }
+    }
+    let dir = p.tool.as_ref().map(|t| t.state.path());
+    let read = |index: usize, attempt: usize| {
+        dir.and_then(|dir| fs::read(dir::stderr_file(dir, index, attempt)).ok())
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default()
+    };
+    let outcomes: Vec<Outcome> = records
+        .iter()
+        .enumerate()
+        .map(|(index, r)| {
+            let last = r.attempts.last().filter(|_| r.finished);
+            Outcome {
+                index,
+                start: r.attempts.first().map(|a| a.status.start),
+                ran: r.ran(),
+                fallback: r.fallback(|| read(index, 0)),
+                stderr: if r.attempts.is_empty() {
+                    String::new()
+                } else {
+                    read(index, r.attempts.len() - 1)
+                },
+                status: last.map(|a| a.status.clone()),
+                problem: last.and_then(|a| a.problem.clone()),
+                remote: r.attempts.first().and_then(|a| a.remote.clone()),
+            }
+        })
+        .collect();
+    // Only jobs that did not finish well lose their outputs: with --save-temps, lld keeps the
+    // objects of the jobs that did, even in a cancelled link.
+    for o in outcomes.iter().filter(|o| !o.ok()) {
+        output::remove(&p.cwd, &p.file.jobs[o.index].outputs);
+    }
+    if let Some(lost) = guard.and_then(|g| g.finish()) {
+        warnings.push(format!(
+            "the run's guard went away ({lost}): had dtlto-bridge been killed, its jobs would \
+             have been left running"
+        ));
+    }
+    Settled {
+        outcomes,
+        warnings,
+        remote,
+        tool,
+        signal: watch.received(),
+        start,
+        end,
+    }
+}

@@ -1,0 +1,233 @@
+//! Execute: one remote job, from its upload (shared by the link) to verified outputs — Execute
+//! with the operation's stream resumed where it can be, the result's stderr, its outputs
+//! fetched and written whole, then checked like a local run's.
+//!
+//! It knows one job's calls and their order; it does not decide which job goes remote or what
+//! a failure leads to.
+
+use super::action::JobAction;
+use super::reapi::{self, Client, Executed};
+use super::session::{info_of, retrying, worker_name, Backoff, Session};
+use super::upload::upload_all;
+use crate::job::outcome::{self, RemoteEnd as End, RemoteInfo as Info, Status};
+use crate::util::fsutil::{lock, write_whole};
+use bazel_remote_apis::build::bazel::remote::execution::v2 as re;
+use std::sync::atomic::Ordering;
+
+fn seconds(from: std::time::Instant) -> f64 {
+    from.elapsed().as_secs_f64()
+}
+
+fn failed(start: f64, info: Info, problem: String) -> End {
+    End {
+        status: Status {
+            code: None,
+            signal: None,
+            spawn_error: Some(problem.clone()),
+            start,
+            end: outcome::now(),
+        },
+        problem: Some(problem),
+        info,
+        stderr: Vec::new(),
+    }
+}
+
+fn timestamp(t: &Option<bazel_remote_apis::google::protobuf::Timestamp>) -> Option<f64> {
+    t.as_ref()
+        .map(|t| t.seconds as f64 + f64::from(t.nanos) / 1e9)
+}
+
+/// One job, from upload to verified outputs.
+pub(super) async fn run_job(ctx: &Session, index: usize) -> End {
+    let start = outcome::now();
+    let Some(job) = ctx.jobs.get(index).and_then(Option::as_ref) else {
+        return failed(
+            start,
+            Info::default(),
+            "remote: this job has no action".into(),
+        );
+    };
+    let mut info = info_of(job);
+    let t = std::time::Instant::now();
+    let uploaded = ctx.uploaded.get_or_init(|| upload_all(ctx)).await;
+    info.upload_seconds = seconds(t);
+    if let Err(e) = uploaded {
+        return failed(start, info, format!("remote: {e}"));
+    }
+    if let Some(e) = lock(&ctx.state)[index].unbuilt.clone() {
+        return failed(start, info, e);
+    }
+    let mut client = ctx.client.clone();
+
+    // The lookup before the run asked the action cache already: this job missed it (or its
+    // result was no good, and the cache is skipped).
+    let skip_cache = !ctx.cache || lock(&ctx.state)[index].bad_result;
+
+    let t = std::time::Instant::now();
+    let mut resume: Option<String> = None;
+    let mut backoff = Backoff::new();
+    let response = loop {
+        let ended = client
+            .execute(&job.action_digest, skip_cache, resume.clone(), |name| {
+                lock(&ctx.state)[index].operation = Some(name.to_string());
+            })
+            .await;
+        let status = match ended {
+            Executed::Done(r) => match &r.status {
+                Some(s) if s.code != 0 => {
+                    tonic::Status::new(tonic::Code::from(s.code), s.message.clone())
+                }
+                _ => break r,
+            },
+            Executed::Broken { name, status } => {
+                // A stream that broke may be re-attached; an operation the server forgot is
+                // started again.
+                resume = if status.code() == tonic::Code::NotFound {
+                    None
+                } else {
+                    name
+                };
+                status
+            }
+        };
+        let again = reapi::transient(status.code()) || status.code() == tonic::Code::NotFound;
+        if !again || !backoff.wait().await {
+            lock(&ctx.state)[index].operation = None;
+            info.execute_seconds = seconds(t);
+            return failed(
+                start,
+                info,
+                format!("remote execution failed: {}", reapi::describe(&status)),
+            );
+        }
+    };
+    lock(&ctx.state)[index].operation = None;
+    info.execute_seconds = seconds(t);
+    let Some(result) = response.result else {
+        return failed(start, info, "remote: the server sent no result".into());
+    };
+    info.cached = response.cached_result;
+    if let Some(m) = &result.execution_metadata {
+        info.worker = m.worker.clone();
+        if let (Some(q), Some(w)) = (
+            timestamp(&m.queued_timestamp),
+            timestamp(&m.worker_start_timestamp),
+        ) {
+            info.queued_seconds = Some((w - q).max(0.0));
+        }
+    }
+    let stderr = if !result.stderr_raw.is_empty() {
+        result.stderr_raw.clone()
+    } else if let Some(d) = &result.stderr_digest {
+        client.read(d).await.unwrap_or_default()
+    } else {
+        Vec::new()
+    };
+    if result.exit_code != 0 {
+        let mut end = failed(
+            start,
+            info,
+            format!(
+                "remote: exit status {} on {}",
+                result.exit_code,
+                worker_name(&result)
+            ),
+        );
+        end.status.code = Some(result.exit_code);
+        end.status.spawn_error = None;
+        end.stderr = stderr;
+        return end;
+    }
+    let t = std::time::Instant::now();
+    let fetched = fetch_outputs(ctx, &mut client, job, &result).await;
+    info.download_seconds = seconds(t);
+    let mut end = match fetched {
+        Ok(()) => held(ctx, index, verified(ctx, index, start, info, 0), &result),
+        Err(e) => failed(start, info, format!("remote: {e}")),
+    };
+    end.stderr = stderr;
+    end
+}
+
+/// `end`, after noting that the server holds job `index`'s outputs (as `result` names them)
+/// when they were good.
+fn held(ctx: &Session, index: usize, end: End, result: &re::ActionResult) -> End {
+    if end.problem.is_none() {
+        lock(&ctx.state)[index].result = Some(
+            result
+                .output_files
+                .iter()
+                .map(|f| re::OutputFile {
+                    contents: Vec::new(),
+                    ..f.clone()
+                })
+                .collect(),
+        );
+    }
+    end
+}
+
+/// The job's outputs checked here like those of a local run.
+fn verified(ctx: &Session, index: usize, start: f64, info: Info, code: i32) -> End {
+    let problem = crate::job::output::first_problem(&ctx.cwd, &ctx.outputs[index]);
+    if problem.is_some() {
+        crate::job::output::remove(&ctx.cwd, &ctx.outputs[index]);
+    }
+    End {
+        status: Status {
+            code: Some(code),
+            signal: None,
+            spawn_error: None,
+            start,
+            end: outcome::now(),
+        },
+        problem: problem.map(|p| format!("remote: {p}")),
+        info,
+        stderr: Vec::new(),
+    }
+}
+
+/// Fetches each output of the result and puts it in place: a temporary name, then a rename,
+/// never once the link is cancelled.
+async fn fetch_outputs(
+    ctx: &Session,
+    client: &mut Client,
+    job: &JobAction,
+    result: &re::ActionResult,
+) -> Result<(), String> {
+    for (inside, here) in &job.outputs {
+        let Some(file) = result.output_files.iter().find(|f| &f.path == inside) else {
+            return Err(format!("the result has no output {inside}"));
+        };
+        let digest = file.digest.clone().unwrap_or_default();
+        let data = if !file.contents.is_empty() || digest.size_bytes == 0 {
+            file.contents.clone()
+        } else {
+            retrying(|| {
+                let mut c = client.clone();
+                let d = digest.clone();
+                async move { c.read(&d).await }
+            })
+            .await
+            .map_err(|s| format!("fetch output {inside}: {}", reapi::describe(&s)))?
+        };
+        if data.len() as i64 != digest.size_bytes {
+            return Err(format!(
+                "output {inside} came back with {} of its {} bytes",
+                data.len(),
+                digest.size_bytes
+            ));
+        }
+        ctx.counters
+            .downloaded_bytes
+            .fetch_add(data.len() as u64, Ordering::Relaxed);
+        let not_cancelled = || match *ctx.cancelled.borrow() {
+            true => Err(std::io::Error::other("cancelled")),
+            false => Ok(()),
+        };
+        write_whole(here, &data, 0o666, not_cancelled)
+            .map_err(|e| format!("write {}: {e}", here.display()))?;
+    }
+    Ok(())
+}

@@ -1,0 +1,38 @@
+//! Options: what the user asked of the remote path — the server, jobs in flight, the cache,
+//! the platform, the keys, and where digests and outputs are remembered.
+//!
+//! It is data, filled by `cli`; it knows which options need which others, nothing of servers.
+
+use super::reapi::Target;
+use std::path::PathBuf;
+
+/// What the user asked of the remote path.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub target: Target,
+    /// Jobs in flight on the server at once.
+    pub jobs: usize,
+    /// Whether the action cache is read and written.
+    pub cache: bool,
+    pub platform: Vec<(String, String)>,
+    /// Whether the workers mount the input root at `/`.
+    pub root_is_slash: bool,
+    /// Whether jobs are keyed by content where they can be (`--remote-key`).
+    pub by_content: bool,
+    /// Where input files' digests are remembered between links (digests.rs), if anywhere.
+    pub memo: Option<PathBuf>,
+    /// Where outputs are kept on this machine by digest (disk.rs), if anywhere; used only
+    /// with the action cache and `memo` (the remembered actions are beside it).
+    pub disk: Option<PathBuf>,
+}
+
+impl Options {
+    /// Why `disk`, given, is not used.
+    pub fn disk_unused(&self) -> Option<&'static str> {
+        match (self.disk.is_some(), self.cache, self.memo.is_some()) {
+            (false, _, _) | (true, true, true) => None,
+            (true, false, _) => Some("the action cache is off (--remote-no-cache)"),
+            (true, true, false) => Some("it needs the history (--no-history is set)"),
+        }
+    }
+}

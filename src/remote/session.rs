@@ -1,0 +1,193 @@
+//! Session: one link's remote state — the connection, every job's action and inputs, and each
+//! job's remote state as one record (`JobState`: from the lookup, its cached result no good,
+//! its outputs from the disk cache, its action that could not be built, the operation in
+//! flight, its outputs as the server holds them) — with the counters of what was sent and
+//! fetched, and the retries of calls that failed transiently.
+//!
+//! It is shared, read-mostly, by the lookup, the upload and each job's execution; it does not
+//! make calls of its own beyond retrying the one it is given.
+
+use super::action::JobAction;
+use super::entry::Entry;
+use super::reapi::{self, Client};
+use crate::job::outcome::RemoteInfo as Info;
+use crate::job::parse::JobFile;
+use bazel_remote_apis::build::bazel::remote::execution::v2 as re;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::Mutex;
+use std::time::Duration;
+
+#[derive(Default)]
+pub(super) struct Counters {
+    pub(super) distinct_blobs: AtomicU64,
+    pub(super) uploaded_bytes: AtomicU64,
+    pub(super) uploaded_blobs: AtomicU64,
+    pub(super) downloaded_bytes: AtomicU64,
+}
+
+/// How many times a transient failure is tried again, and the first pause (then ×4).
+const RETRIES: u32 = 3;
+const BACKOFF: Duration = Duration::from_millis(250);
+
+/// The pauses between the tries of one call that failed transiently.
+pub(super) struct Backoff {
+    tries: u32,
+    pause: Duration,
+}
+
+impl Backoff {
+    pub(super) fn new() -> Backoff {
+        Backoff {
+            tries: 0,
+            pause: BACKOFF,
+        }
+    }
+
+    /// Waits before the next try; false, at once, when every retry is spent.
+    pub(super) async fn wait(&mut self) -> bool {
+        if self.tries >= RETRIES {
+            return false;
+        }
+        self.tries += 1;
+        tokio::time::sleep(self.pause).await;
+        self.pause *= 4;
+        true
+    }
+}
+
+/// One job's remote state, beyond its action.
+#[derive(Clone, Debug, Default)]
+pub(super) struct JobState {
+    /// It came from the lookup: its inputs need not be uploaded.
+    pub hit: bool,
+    /// Its cached result was no good: it executes, never from the cache.
+    pub bad_result: bool,
+    /// Its outputs came from the disk cache: they are kept there already.
+    pub from_disk: bool,
+    /// Remembered from the last link, its action could not be built whole again: why.
+    pub unbuilt: Option<String>,
+    /// The name of its operation on the server, while it executes.
+    pub operation: Option<String>,
+    /// Its outputs as the server holds them, once it has them (for the link's entry).
+    pub result: Option<Vec<re::OutputFile>>,
+}
+
+/// A link's remote session, shared by every task of it.
+pub(super) struct Session {
+    pub(super) client: Client,
+    pub(super) jobs: Vec<Option<JobAction>>,
+    /// Each input file's digest, and where it is.
+    pub(super) files: HashMap<String, (re::Digest, PathBuf)>,
+    /// Each job's input files, by digest.
+    pub(super) inputs: Vec<Vec<String>>,
+    /// What building the jobs remembered (not whole) takes, should they execute.
+    pub(super) later: super::actions::Later,
+    pub(super) uploaded: tokio::sync::OnceCell<Result<(), String>>,
+    pub(super) cache: bool,
+    /// Whether the server takes action-cache updates (for the link's entry).
+    pub(super) cache_updates: bool,
+    pub(super) cwd: PathBuf,
+    pub(super) outputs: Vec<Vec<String>>,
+    pub(super) cancelled: tokio::sync::watch::Receiver<bool>,
+    pub(super) counters: Counters,
+    /// The link's entry in the action cache (`lookup`): its key and its messages.
+    pub(super) entry: Option<Entry>,
+    /// Whether the link's entry answered this link.
+    pub(super) entry_found: AtomicBool,
+    /// Where outputs are kept on this machine (`--remote-disk-cache`), if anywhere.
+    pub(super) disk: Option<super::disk::Disk>,
+    /// Each job's key among the remembered actions, when it has one.
+    pub(super) keys: Vec<Option<String>>,
+    /// Why kept outputs could not be taken from the disk cache (not a miss: an error).
+    pub(super) disk_problems: Mutex<Vec<String>>,
+    /// Each job's remote state.
+    pub(super) state: Mutex<Vec<JobState>>,
+}
+
+impl Session {
+    /// The session of a link whose jobs are `actions`, on `client`.
+    pub(super) fn new(
+        options: &super::options::Options,
+        client: Client,
+        cache_updates: bool,
+        actions: super::actions::Actions,
+        file: &JobFile<'_>,
+        cwd: &Path,
+        cancelled: tokio::sync::watch::Receiver<bool>,
+    ) -> Session {
+        let n = actions.jobs.len();
+        Session {
+            client,
+            entry: super::entry::entry_key(&actions.jobs),
+            jobs: actions.jobs,
+            files: actions.files,
+            inputs: actions.inputs,
+            later: actions.later,
+            uploaded: tokio::sync::OnceCell::new(),
+            cache: options.cache,
+            cache_updates,
+            entry_found: AtomicBool::new(false),
+            disk: (options.disk_unused().is_none())
+                .then(|| options.disk.clone().map(super::disk::Disk::new))
+                .flatten(),
+            keys: actions.keys,
+            disk_problems: Mutex::default(),
+            cwd: cwd.to_path_buf(),
+            outputs: file
+                .jobs
+                .iter()
+                .map(|j| j.outputs.iter().map(|o| o.to_string()).collect())
+                .collect(),
+            cancelled,
+            counters: Counters::default(),
+            state: Mutex::new(vec![JobState::default(); n]),
+        }
+    }
+}
+
+/// Runs `f` again after transient failures, with backoff.
+pub(super) async fn retrying<T, F, Fut>(mut f: F) -> Result<T, tonic::Status>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, tonic::Status>>,
+{
+    let mut backoff = Backoff::new();
+    loop {
+        match f().await {
+            Err(s) if reapi::transient(s.code()) => {
+                if !backoff.wait().await {
+                    return Err(s);
+                }
+            }
+            other => return other,
+        }
+    }
+}
+
+/// What a job's report says of its action, before it runs.
+pub(super) fn info_of(job: &JobAction) -> Info {
+    Info {
+        key: match (&job.by_name, &job.summaries_kept) {
+            (None, None) => "content".into(),
+            (None, Some(why)) => {
+                format!("content, the index shard's summaries as lld wrote them: {why}")
+            }
+            (Some(why), _) => format!("names: {why}"),
+        },
+        ingredients: job.ingredients.clone(),
+        ..Info::default()
+    }
+}
+
+pub(super) fn worker_name(result: &re::ActionResult) -> String {
+    match result
+        .execution_metadata
+        .as_ref()
+        .map(|m| m.worker.as_str())
+    {
+        Some(w) if !w.is_empty() => format!("worker {w}"),
+        _ => "the worker".into(),
+    }
+}
