@@ -88,52 +88,10 @@ pub(super) fn conclude(p: Prepared<'_>, mut s: Settled, watch: &Watch) -> Result
             format!("run backend jobs: interrupted by signal {sig}"),
         ))
     } else if tool_ok && all_ok {
-        report::job_warnings(&file, &s.outcomes);
-        report::fallbacks(&file, &s.outcomes);
-        if let Some(h) = &mut history {
-            // A job from the action cache took no time of its own to remember.
-            let seconds: Vec<Option<f64>> = (record.jobs.iter().zip(&s.outcomes))
-                .map(|(j, o)| j.seconds.filter(|_| o.ran != Ran::RemoteCache))
-                .collect();
-            // What went into each action the server now holds (ran there with the cache on,
-            // or came from it).
-            let cached = !args.remote.remote_no_cache;
-            let actions: Vec<_> = s
-                .outcomes
-                .iter()
-                .map(|o| match o.ran {
-                    Ran::Remote if cached => o.remote.as_ref().map(|r| &*r.ingredients),
-                    Ran::RemoteCache => o.remote.as_ref().map(|r| &*r.ingredients),
-                    _ => None,
-                })
-                .collect();
-            if let Err(e) = h.record(&file, &seconds, &actions) {
-                report::warning(&format!("write the history: {e}"));
-            }
-        }
-        let show = args.summary || (!args.quiet && std::io::stderr().is_terminal());
-        if show && !args.quiet {
-            report::note(&record::summary(&record));
-        }
+        succeeded(args, &file, &s.outcomes, &record, history.as_mut());
         Ok(())
     } else {
-        let tool_log = tool
-            .as_ref()
-            .and_then(|t| fs::read_to_string(t.state.tool_log()).ok())
-            .unwrap_or_default();
-        let tool_status = match &s.tool {
-            Some(Ok(status)) if !status.success() => Some(process::describe(status)),
-            Some(Err(e)) => Some(e.clone()),
-            _ => None,
-        };
-        Err(report::failures(
-            &file,
-            &wrapper,
-            &s.outcomes,
-            tool.as_ref().map_or("none", Tool::name),
-            tool_status,
-            &tool_log,
-        ))
+        Err(failed(&file, &wrapper, &s, tool.as_ref()))
     };
     // Records come after the failures are printed, and never fail the link.
     write_records(args, &record);
@@ -146,4 +104,60 @@ pub(super) fn conclude(p: Prepared<'_>, mut s: Settled, watch: &Watch) -> Result
         _ => {}
     }
     result
+}
+
+/// A link whose every job ended well: the jobs' warnings and fallbacks, the history, the summary.
+fn succeeded(
+    args: &RunArgs,
+    file: &JobFile<'_>,
+    outcomes: &[Outcome],
+    record: &record::Record,
+    history: Option<&mut History>,
+) {
+    report::job_warnings(file, outcomes);
+    report::fallbacks(file, outcomes);
+    if let Some(h) = history {
+        // A job from the action cache took no time of its own to remember.
+        let seconds: Vec<Option<f64>> = (record.jobs.iter().zip(outcomes))
+            .map(|(j, o)| j.seconds.filter(|_| o.ran != Ran::RemoteCache))
+            .collect();
+        // What went into each action the server now holds (ran there with the cache on, or
+        // came from it).
+        let cached = !args.remote.remote_no_cache;
+        let actions: Vec<_> = outcomes
+            .iter()
+            .map(|o| match o.ran {
+                Ran::Remote if cached => o.remote.as_ref().map(|r| &*r.ingredients),
+                Ran::RemoteCache => o.remote.as_ref().map(|r| &*r.ingredients),
+                _ => None,
+            })
+            .collect();
+        if let Err(e) = h.record(file, &seconds, &actions) {
+            report::warning(&format!("write the history: {e}"));
+        }
+    }
+    let show = args.summary || (!args.quiet && std::io::stderr().is_terminal());
+    if show && !args.quiet {
+        report::note(&record::summary(record));
+    }
+}
+
+/// The failure of a link whose build tool or some job did not end well, worded once.
+fn failed(file: &JobFile<'_>, wrapper: &[String], s: &Settled, tool: Option<&Tool>) -> Fail {
+    let tool_log = tool
+        .and_then(|t| fs::read_to_string(t.state.tool_log()).ok())
+        .unwrap_or_default();
+    let tool_status = match &s.tool {
+        Some(Ok(status)) if !status.success() => Some(process::describe(status)),
+        Some(Err(e)) => Some(e.clone()),
+        _ => None,
+    };
+    report::failures(
+        file,
+        wrapper,
+        &s.outcomes,
+        tool.map_or("none", Tool::name),
+        tool_status,
+        &tool_log,
+    )
 }

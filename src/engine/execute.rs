@@ -10,7 +10,7 @@ use super::prepare::Prepared;
 use crate::exec::guard::Guard;
 use crate::exec::process::{self, Watch};
 use crate::exec::sched::Policy;
-use crate::exec::server::{DirectSetup, Server, Setup};
+use crate::exec::server::{DirectSetup, RemoteLane, Server, Setup};
 use crate::exec::slots::{Source, Supply};
 use crate::job::check;
 use crate::job::outcome::{self, RemoteEnd};
@@ -68,30 +68,11 @@ pub(super) fn execute(
     let build = tool.build.clone();
     let (state_dir, log_path) = (tool.state.path().to_owned(), tool.state.tool_log());
     p.tool = Some(tool);
-    for w in &p.decision.warnings {
-        report::warning(w);
-    }
-    if !p.args.quiet && !p.decision.advice.is_empty() {
-        let dir = crate::exec::pool::user_dir(&p.pool_base).ok();
-        for advice in &p.decision.advice {
-            crate::report::advice::once(dir.as_deref(), advice);
-        }
-    }
-    if let Some(w) = crate::job::wrapper::known_local(&p.wrapper) {
-        report::warning(&w);
-    }
+    tell_once(p);
     let n = order.len();
-    let local_bound = match &p.decision.source {
-        Source::Fixed(k) => *k,
-        Source::Pool(pool) => pool.size(),
-        Source::Jobserver(_) => WAITING,
-    };
-    let Remoting {
-        remote,
-        ok: remote_ok,
-        jobs: remote_jobs,
-    } = remoting;
-    let tool_jobs = n.min(local_bound + remote_jobs + WAITING).max(1);
+    let tool_jobs = n
+        .min(local_bound(&p.decision.source) + remoting.jobs + WAITING)
+        .max(1);
     let command = match &build {
         Some((format, program)) => Some(tool_command(
             *format,
@@ -103,98 +84,28 @@ pub(super) fn execute(
         )?),
         None => None,
     };
-    // Without a build tool, the run's guard does what launchers do should the run be killed.
-    let guard = match (&build, &p.decision.source) {
-        (Some(_), _) => None,
-        (None, source) => {
-            let client = match source {
-                Source::Jobserver(client) => Some(client),
-                _ => None,
-            };
-            let guard = Guard::start(
-                &process::own_exe().map_err(Fail::environment)?,
-                state_dir.as_str(),
-                client,
-            )
-            .map_err(|e| {
-                Fail::environment(format!(
-                    "start the guard of --backend direct: {e}; use --backend ninja or make"
-                ))
-            })?;
-            Some(Arc::new(guard))
-        }
+    let guard = match build {
+        Some(_) => None,
+        None => Some(start_guard(&p.decision.source, &state_dir)?),
     };
-
-    let (tx, rx) = std::sync::mpsc::channel();
-    // The supply owns the source from now on: the pool is left when the supply stops.
-    let source = std::mem::replace(&mut p.decision.source, Source::Fixed(0));
-    let (supply, own) = Supply::start(source, tx)
-        .map_err(|e| Fail::environment(format!("start taking job slots: {e}")))?;
-    let can_grow = supply.can_grow();
-    let setup = Setup {
-        file: p.file.clone(),
-        wrapper: p.wrapper.clone(),
-        cost: p.cost.clone(),
-        policy: Policy {
-            wrapped: !p.wrapper.is_empty(),
-            fallback: !p.wrapper.is_empty() && !p.args.no_fallback,
-            expected: if build.is_some() { tool_jobs } else { n },
-            own,
-            can_grow,
-            remote: remote_ok,
-            remote_jobs,
-            remote_fallback: !p.args.no_fallback,
-            stop_after_failure: build.is_none(),
-        },
+    let expected = if build.is_some() { tool_jobs } else { n };
+    let server = start_server(
+        p,
+        remoting,
         state_dir,
-        cwd: p.cwd.clone(),
-        parallelism: p.parallelism,
-        remote: remote.map(|r| Box::new(r) as Box<dyn crate::exec::server::RemoteLane>),
-        direct: guard.clone().map(|guard| DirectSetup {
-            jobs: order,
-            watch: watch.clone(),
-            guard,
-        }),
-    };
-    let server = Server::start(setup, supply, rx)
-        .map_err(|e| Fail::environment(format!("listen for job launchers: {e}")))?;
-    // A signal cancels through the launchers: each stops its job and exits non-zero, and the
-    // build tool stops as for a failed job. Signalled itself, ninja or make would remove the
-    // outputs of jobs that finished but whose launchers had not exited yet. Only a tool that
-    // is still there after a while gets SIGTERM. Without a tool (direct), the run stops the jobs
-    // itself, and one still there after a while gets SIGKILL.
-    let cancel = server.canceller();
-    let escalate = watch.clone();
-    let direct = build.is_none();
-    watch.on_signal(move |sig| {
-        cancel(sig);
-        let watch = escalate.clone();
-        std::thread::spawn(move || {
-            std::thread::sleep(TOOL_STOPS);
-            // Without a build tool, what is still there is a job that ignored the signal.
-            watch.signal_all(if direct { libc::SIGKILL } else { libc::SIGTERM });
-        });
-    });
-
+        guard.clone(),
+        order,
+        expected,
+        watch,
+    )?;
+    cancel_on_signal(watch, &server, build.is_none());
     let progress = crate::exec::progress::Progress::start(
         n,
         !p.args.quiet && std::io::stderr().is_terminal(),
         server.counter(),
     );
     let tool = match (command, &build) {
-        (Some(mut cmd), Some((_, program))) => Some(
-            process::spawn(
-                &mut cmd,
-                watch,
-                &process::Options {
-                    group: true,
-                    parent_death: Some(libc::SIGTERM),
-                    forward: false,
-                },
-            )
-            .and_then(|child| child.wait(watch))
-            .map_err(|e| format!("run {}: {e}", program.display())),
-        ),
+        (Some(cmd), Some((_, program))) => Some(run_tool(cmd, program, watch)),
         _ => {
             server.wait_for_jobs();
             None
@@ -209,4 +120,130 @@ pub(super) fn execute(
         start,
         end: outcome::now(),
     })
+}
+
+/// The most jobs this machine may run at once from `source`, as far as the run knows: a
+/// jobserver's are not known, and WAITING stands for them.
+fn local_bound(source: &Source) -> usize {
+    match source {
+        Source::Fixed(k) => *k,
+        Source::Pool(pool) => pool.size(),
+        Source::Jobserver(_) => WAITING,
+    }
+}
+
+/// What is said once before the jobs start: where slots come from, advice, a wrapper that runs
+/// everything here.
+fn tell_once(p: &Prepared<'_>) {
+    for w in &p.decision.warnings {
+        report::warning(w);
+    }
+    if !p.args.quiet && !p.decision.advice.is_empty() {
+        let dir = crate::exec::pool::user_dir(&p.pool_base).ok();
+        for advice in &p.decision.advice {
+            crate::report::advice::once(dir.as_deref(), advice);
+        }
+    }
+    if let Some(w) = crate::job::wrapper::known_local(&p.wrapper) {
+        report::warning(&w);
+    }
+}
+
+/// Without a build tool, the run's guard does what launchers do should the run be killed.
+fn start_guard(source: &Source, state_dir: &camino::Utf8Path) -> Result<Arc<Guard>, Fail> {
+    let client = match source {
+        Source::Jobserver(client) => Some(client),
+        _ => None,
+    };
+    let exe = process::own_exe().map_err(Fail::environment)?;
+    let guard = Guard::start(&exe, state_dir.as_str(), client).map_err(|e| {
+        Fail::environment(format!(
+            "start the guard of --backend direct: {e}; use --backend ninja or make"
+        ))
+    })?;
+    Ok(Arc::new(guard))
+}
+
+/// Starts taking slots and the scheduler's server for the jobs of `order`, `expected` of
+/// them launched at once (by the build tool, or by the run itself when there is a guard).
+fn start_server(
+    p: &mut Prepared<'_>,
+    remoting: Remoting,
+    state_dir: camino::Utf8PathBuf,
+    guard: Option<Arc<Guard>>,
+    order: Vec<usize>,
+    expected: usize,
+    watch: &Watch,
+) -> Result<Server, Fail> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    // The supply owns the source from now on: the pool is left when the supply stops.
+    let source = std::mem::replace(&mut p.decision.source, Source::Fixed(0));
+    let (supply, own) = Supply::start(source, tx)
+        .map_err(|e| Fail::environment(format!("start taking job slots: {e}")))?;
+    let direct = guard.is_some();
+    let setup = Setup {
+        file: p.file.clone(),
+        wrapper: p.wrapper.clone(),
+        cost: p.cost.clone(),
+        policy: Policy {
+            wrapped: !p.wrapper.is_empty(),
+            fallback: !p.wrapper.is_empty() && !p.args.no_fallback,
+            expected,
+            own,
+            can_grow: supply.can_grow(),
+            remote: remoting.ok,
+            remote_jobs: remoting.jobs,
+            remote_fallback: !p.args.no_fallback,
+            stop_after_failure: direct,
+        },
+        state_dir,
+        cwd: p.cwd.clone(),
+        parallelism: p.parallelism,
+        remote: remoting.remote.map(|r| Box::new(r) as Box<dyn RemoteLane>),
+        direct: guard.map(|guard| DirectSetup {
+            jobs: order,
+            watch: watch.clone(),
+            guard,
+        }),
+    };
+    Server::start(setup, supply, rx)
+        .map_err(|e| Fail::environment(format!("listen for job launchers: {e}")))
+}
+
+/// A signal cancels through the launchers: each stops its job and exits non-zero, and the
+/// build tool stops as for a failed job. Signalled itself, ninja or make would remove the
+/// outputs of jobs that finished but whose launchers had not exited yet. Only a tool that is
+/// still there after a while gets SIGTERM. Without a tool (direct), the run stops the jobs
+/// itself, and one still there after a while gets SIGKILL.
+fn cancel_on_signal(watch: &Watch, server: &Server, direct: bool) {
+    let cancel = server.canceller();
+    let escalate = watch.clone();
+    watch.on_signal(move |sig| {
+        cancel(sig);
+        let watch = escalate.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(TOOL_STOPS);
+            // Without a build tool, what is still there is a job that ignored the signal.
+            watch.signal_all(if direct { libc::SIGKILL } else { libc::SIGTERM });
+        });
+    });
+}
+
+/// Runs the build tool in a process group of its own, to its end.
+fn run_tool(
+    mut cmd: std::process::Command,
+    program: &std::path::Path,
+    watch: &Watch,
+) -> Result<ExitStatus, String> {
+    process::spawn(
+        &mut cmd,
+        watch,
+        &process::Options {
+            group: true,
+            parent_death: Some(libc::SIGTERM),
+            forward: false,
+        },
+    )
+    .and_then(|child| child.wait(watch))
+    .map_err(|e| format!("run {}: {e}", program.display()))
 }

@@ -44,56 +44,13 @@ pub(super) fn settle(
         mut records,
         mut warnings,
         remote,
-    } = match server {
-        Some(server) => {
-            // The build tool is gone; its launchers should be too. Those that linger are stopped.
-            if !server.wait_for_launchers(LAUNCHERS_GONE) {
-                server.cancel(watch.received().unwrap_or(libc::SIGTERM));
-                server.wait_for_launchers(LAUNCHERS_GONE);
-            }
-            server.finish()
-        }
-        None => {
-            let (totals, warnings) = remote.map(crate::remote::Remote::finish).unzip();
-            server::Finished {
-                records: vec![Record::default(); p.file.jobs.len()],
-                warnings: warnings.unwrap_or_default(),
-                remote: totals,
-            }
-        }
-    };
+    } = finish(p, server, remote, watch);
     for (index, end) in hits.into_iter().enumerate() {
         if let Some(end) = end {
             records[index] = Record::from_cache(end);
         }
     }
-    let dir = p.tool.as_ref().map(|t| t.state.path());
-    let read = |index: usize, attempt: usize| {
-        dir.and_then(|dir| fs::read(dir::stderr_file(dir, index, attempt)).ok())
-            .map(|b| String::from_utf8_lossy(&b).into_owned())
-            .unwrap_or_default()
-    };
-    let outcomes: Vec<Outcome> = records
-        .iter()
-        .enumerate()
-        .map(|(index, r)| {
-            let last = r.attempts.last().filter(|_| r.finished);
-            Outcome {
-                index,
-                start: r.attempts.first().map(|a| a.status.start),
-                ran: r.ran(),
-                fallback: r.fallback(|| read(index, 0)),
-                stderr: if r.attempts.is_empty() {
-                    String::new()
-                } else {
-                    read(index, r.attempts.len() - 1)
-                },
-                status: last.map(|a| a.status.clone()),
-                problem: last.and_then(|a| a.problem.clone()),
-                remote: r.attempts.first().and_then(|a| a.remote.clone()),
-            }
-        })
-        .collect();
+    let outcomes = outcomes(p, &records);
     // Only jobs that did not finish well lose their outputs: with --save-temps, lld keeps the
     // objects of the jobs that did, even in a cancelled link.
     for o in outcomes.iter().filter(|o| !o.ok()) {
@@ -114,4 +71,64 @@ pub(super) fn settle(
         start,
         end,
     }
+}
+
+/// The server finished once its launchers are gone (those that linger stopped), or without a
+/// server, the remote side.
+fn finish(
+    p: &Prepared<'_>,
+    server: Option<server::Server>,
+    remote: Option<crate::remote::Remote>,
+    watch: &Watch,
+) -> server::Finished {
+    match server {
+        Some(server) => {
+            // The build tool is gone; its launchers should be too. Those that linger are stopped.
+            if !server.wait_for_launchers(LAUNCHERS_GONE) {
+                server.cancel(watch.received().unwrap_or(libc::SIGTERM));
+                server.wait_for_launchers(LAUNCHERS_GONE);
+            }
+            server.finish()
+        }
+        None => {
+            let (totals, warnings) = remote.map(crate::remote::Remote::finish).unzip();
+            server::Finished {
+                records: vec![Record::default(); p.file.jobs.len()],
+                warnings: warnings.unwrap_or_default(),
+                remote: totals,
+            }
+        }
+    }
+}
+
+/// Each job's outcome from its record, with the stderr of its attempts from the private
+/// directory.
+fn outcomes(p: &Prepared<'_>, records: &[Record]) -> Vec<Outcome> {
+    let dir = p.tool.as_ref().map(|t| t.state.path());
+    let read = |index: usize, attempt: usize| {
+        dir.and_then(|dir| fs::read(dir::stderr_file(dir, index, attempt)).ok())
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default()
+    };
+    records
+        .iter()
+        .enumerate()
+        .map(|(index, r)| {
+            let last = r.attempts.last().filter(|_| r.finished);
+            Outcome {
+                index,
+                start: r.attempts.first().map(|a| a.status.start),
+                ran: r.ran(),
+                fallback: r.fallback(|| read(index, 0)),
+                stderr: if r.attempts.is_empty() {
+                    String::new()
+                } else {
+                    read(index, r.attempts.len() - 1)
+                },
+                status: last.map(|a| a.status.clone()),
+                problem: last.and_then(|a| a.problem.clone()),
+                remote: r.attempts.first().and_then(|a| a.remote.clone()),
+            }
+        })
+        .collect()
 }

@@ -8,6 +8,12 @@
 use std::borrow::Cow;
 use std::path::Path;
 
+/// The index shard lld writes for the job whose object is `object` (the one place this name
+/// is made): the object's path with `.thinlto.bc` added.
+pub fn shard_name(object: &str) -> String {
+    format!("{object}.thinlto.bc")
+}
+
 /// What is wrong with an output file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Problem {

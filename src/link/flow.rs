@@ -102,7 +102,7 @@ impl Plan {
                     "thin link: read the imports of {module} ({imports_file}): {e}"
                 ))
             })?;
-            let mut inputs = vec![module.to_string(), format!("{line}.thinlto.bc")];
+            let mut inputs = vec![module.to_string(), crate::job::output::shard_name(line)];
             for import in imports.lines().filter(|l| !l.is_empty()) {
                 if !self.modules.contains_key(import) {
                     return Err(mismatch(import, &format!("an import of {module}")));
@@ -112,7 +112,7 @@ impl Plan {
             jobs.push(SpecJob {
                 args: vec![
                     module.to_string(),
-                    format!("-fthinlto-index={line}.thinlto.bc"),
+                    format!("-fthinlto-index={}", crate::job::output::shard_name(line)),
                     "-o".to_string(),
                     line.to_string(),
                 ],

@@ -119,7 +119,7 @@ pub(super) fn canonical(
     outputs: &[&str],
 ) -> Option<(String, String)> {
     let [out] = outputs else { return None };
-    let shard = format!("{out}.thinlto.bc");
+    let shard = crate::job::output::shard_name(out);
     if !inputs.contains(&shard.as_str()) {
         return None;
     }
@@ -128,7 +128,7 @@ pub(super) fn canonical(
         None => "",
     };
     let new_out = format!("{dir}{CANONICAL_OUTPUT}");
-    let new_shard = format!("{new_out}.thinlto.bc");
+    let new_shard = crate::job::output::shard_name(&new_out);
     if inputs.iter().any(|i| *i == new_out || *i == new_shard) {
         return None;
     }
@@ -184,89 +184,144 @@ fn by_content(
     let [out] = outputs else {
         return Err(format!("it has {} outputs, not one", outputs.len()));
     };
-    let shard_name = format!("{out}.thinlto.bc");
+    let shard_name = crate::job::output::shard_name(out);
     if !inputs.contains(&shard_name.as_str()) {
         return Err(format!(
             "its index shard {shard_name} is not among its inputs"
         ));
     }
     let shard = shard.ok_or_else(|| format!("its index shard {shard_name} could not be read"))?;
-    // A `..` after a directory name is resolved by the kernel through a symlink there, not
-    // by erasing the name: such a path cannot be matched to another one with certainty.
-    let uncertain = |p: &str| {
-        let parts: Vec<&str> = p
-            .split('/')
-            .filter(|c| !c.is_empty() && *c != ".")
-            .collect();
-        parts.iter().skip_while(|c| **c == "..").any(|c| *c == "..")
-    };
-    // Each module (every input but the shard) by its digest.
-    let mut inside: BTreeMap<&str, (String, PathBuf, re::Digest)> = BTreeMap::new();
-    let mut by_digest: BTreeMap<String, &str> = BTreeMap::new();
-    let mut by_place: HashMap<PathBuf, &str> = HashMap::new();
-    for input in inputs.iter().filter(|i| **i != shard_name) {
-        if uncertain(input) {
-            return Err(format!("its input {input} has a .. after a directory name"));
-        }
-        let real = absolute(cwd, input);
-        let digest = digest_of_file(&real);
-        if let Some(other) = by_digest.insert(digest.hash.clone(), input) {
-            if other != *input {
-                return Err(format!(
-                    "its inputs {other} and {input} hold the same bytes"
-                ));
-            }
-        }
-        let name = format!(
-            "{MODULES}/{}{}",
-            &digest.hash[..32.min(digest.hash.len())],
-            extension(input)
-        );
-        by_place.insert(real.clone(), input);
-        inside.insert(input, (name, real, digest));
-    }
-    // The shard names each module as lld wrote its path; find each among the inputs: the same
-    // words, or the same place (`/b/add.o` and `add.o` run from `/b`).
+    let modules = Modules::of(cwd, inputs, &shard_name, digest_of_file)?;
+    // The shard names each module as lld wrote its path; find each among the inputs.
     let paths = crate::remote::shard::module_paths(shard)
         .map_err(|e| format!("read its index shard {shard_name}: {e}"))?;
-    let find = |p: &str| -> Option<&str> {
-        if let Some((input, _)) = inside.get_key_value(p) {
+    let mut named: HashMap<&str, &str> = HashMap::new();
+    for p in &paths {
+        let input = modules.find(cwd, p).ok_or_else(|| {
+            format!("its index shard names the module {p}, which is not among its inputs")
+        })?;
+        named.insert(p, input);
+    }
+    let all: std::collections::HashSet<&str> = named.values().copied().collect();
+    if let Some(unnamed) = modules.inside.keys().find(|i| !all.contains(*i)) {
+        return Err(format!(
+            "its input {unnamed} is not in its index shard's module table"
+        ));
+    }
+    let renamed = crate::remote::shard::rename(shard, &|p| {
+        named.get(p).map(|i| modules.inside[i].0.clone())
+    })
+    .map_err(|e| format!("rewrite its index shard {shard_name}: {e}"))?;
+    let new_shard_name = crate::job::output::shard_name(CANONICAL_OUTPUT);
+    let arguments = canonical_words(argv, out, inputs, &modules, &shard_name, &new_shard_name)?;
+    let mut blobs = Vec::new();
+    let mut tree = Tree::default();
+    let mut uses = Vec::new();
+    for (name, real, digest) in modules.inside.into_values() {
+        tree.add_file(Path::new(&name), digest);
+        uses.push(real);
+    }
+    let shard_digest = digest_of(&renamed.bytes);
+    tree.add_file(Path::new(&new_shard_name), shard_digest.clone());
+    let shard = Some(shard_digest.hash.clone());
+    blobs.push((shard_digest, renamed.bytes));
+    let input_root = tree.finish(&mut blobs);
+    let layout = Layout {
+        arguments,
+        working_directory: String::new(),
+        input_root,
+        blobs,
+        outputs: vec![(CANONICAL_OUTPUT.to_string(), absolute(cwd, out))],
+        uses,
+        shard,
+    };
+    Ok((layout, renamed.summaries_kept))
+}
+
+/// A `..` after a directory name is resolved by the kernel through a symlink there, not by
+/// erasing the name: such a path cannot be matched to another one with certainty.
+fn uncertain(p: &str) -> bool {
+    let parts: Vec<&str> = p
+        .split('/')
+        .filter(|c| !c.is_empty() && *c != ".")
+        .collect();
+    parts.iter().skip_while(|c| **c == "..").any(|c| *c == "..")
+}
+
+/// A job's modules (every input but the shard), each by its digest.
+struct Modules<'a> {
+    /// Each input: its name inside the action, where it is, its digest.
+    inside: BTreeMap<&'a str, (String, PathBuf, re::Digest)>,
+    /// Each input by where it is.
+    by_place: HashMap<PathBuf, &'a str>,
+}
+
+impl<'a> Modules<'a> {
+    fn of(
+        cwd: &Path,
+        inputs: &[&'a str],
+        shard_name: &str,
+        digest_of_file: &dyn Fn(&Path) -> re::Digest,
+    ) -> Result<Modules<'a>, String> {
+        let mut inside = BTreeMap::new();
+        let mut by_digest: BTreeMap<String, &str> = BTreeMap::new();
+        let mut by_place = HashMap::new();
+        for &input in inputs.iter().filter(|i| **i != shard_name) {
+            if uncertain(input) {
+                return Err(format!("its input {input} has a .. after a directory name"));
+            }
+            let real = absolute(cwd, input);
+            let digest = digest_of_file(&real);
+            if let Some(other) = by_digest.insert(digest.hash.clone(), input) {
+                if other != input {
+                    return Err(format!(
+                        "its inputs {other} and {input} hold the same bytes"
+                    ));
+                }
+            }
+            let name = format!(
+                "{MODULES}/{}{}",
+                &digest.hash[..32.min(digest.hash.len())],
+                extension(input)
+            );
+            by_place.insert(real.clone(), input);
+            inside.insert(input, (name, real, digest));
+        }
+        Ok(Modules { inside, by_place })
+    }
+
+    /// The input a shard's module path names: the same words, or the same place (`/b/add.o`
+    /// and `add.o` run from `/b`).
+    fn find(&self, cwd: &Path, p: &str) -> Option<&'a str> {
+        if let Some((input, _)) = self.inside.get_key_value(p) {
             return Some(*input);
         }
         if uncertain(p) {
             return None;
         }
-        by_place.get(&absolute(cwd, p)).copied()
-    };
-    let mut modules: HashMap<&str, &str> = HashMap::new();
-    for p in &paths {
-        let input = find(p).ok_or_else(|| {
-            format!("its index shard names the module {p}, which is not among its inputs")
-        })?;
-        modules.insert(p, input);
+        self.by_place.get(&absolute(cwd, p)).copied()
     }
-    let named: std::collections::HashSet<&str> = modules.values().copied().collect();
-    if let Some(unnamed) = inside.keys().find(|i| !named.contains(*i)) {
-        return Err(format!(
-            "its input {unnamed} is not in its index shard's module table"
-        ));
-    }
-    let renamed =
-        crate::remote::shard::rename(shard, &|p| modules.get(p).map(|i| inside[i].0.clone()))
-            .map_err(|e| format!("rewrite its index shard {shard_name}: {e}"))?;
-    let new_shard = renamed.bytes;
-    // The command: the module, the shard and the object renamed; no other word may name a file.
+}
+
+/// The command with the modules, the shard and the object renamed; no other word may name a
+/// file.
+fn canonical_words(
+    argv: &[&str],
+    out: &str,
+    inputs: &[&str],
+    modules: &Modules<'_>,
+    shard_name: &str,
+    new_shard_name: &str,
+) -> Result<Vec<String>, String> {
     let index_flag = format!("-fthinlto-index={shard_name}");
-    let new_out = CANONICAL_OUTPUT.to_string();
-    let new_shard_name = format!("{CANONICAL_OUTPUT}.thinlto.bc");
     let mut arguments = Vec::with_capacity(argv.len());
     for (k, w) in argv.iter().enumerate() {
-        let word = if let Some((name, _, _)) = inside.get(w) {
+        let word = if let Some((name, _, _)) = modules.inside.get(w) {
             name.clone()
         } else if *w == index_flag {
             format!("-fthinlto-index={new_shard_name}")
-        } else if *w == *out && k > 0 && argv[k - 1] == "-o" {
-            new_out.clone()
+        } else if *w == out && k > 0 && argv[k - 1] == "-o" {
+            CANONICAL_OUTPUT.to_string()
         } else if k > 0 && (w.contains(out) || inputs.iter().any(|i| w.contains(i))) {
             return Err(format!("its argument {w} names one of its files"));
         } else {
@@ -274,28 +329,7 @@ fn by_content(
         };
         arguments.push(word);
     }
-    let mut blobs = Vec::new();
-    let mut tree = Tree::default();
-    let mut uses = Vec::new();
-    for (name, real, digest) in inside.into_values() {
-        tree.add_file(Path::new(&name), digest);
-        uses.push(real);
-    }
-    let shard_digest = digest_of(&new_shard);
-    tree.add_file(Path::new(&new_shard_name), shard_digest.clone());
-    let shard = Some(shard_digest.hash.clone());
-    blobs.push((shard_digest, new_shard));
-    let input_root = tree.finish(&mut blobs);
-    let layout = Layout {
-        arguments,
-        working_directory: String::new(),
-        input_root,
-        blobs,
-        outputs: vec![(new_out, absolute(cwd, out))],
-        uses,
-        shard,
-    };
-    Ok((layout, renamed.summaries_kept))
+    Ok(arguments)
 }
 
 /// The action of a job, or why it cannot run remotely (a path keyed by name that the workers
@@ -347,7 +381,7 @@ fn ingredients(
     let short = |hash: &str| hash[..16.min(hash.len())].to_string();
     let words =
         |list: &[String]| short(&crate::util::fsutil::sha256_hex(list.join("\0").as_bytes()));
-    let shard = outputs.first().map(|o| format!("{o}.thinlto.bc"));
+    let shard = outputs.first().map(|o| crate::job::output::shard_name(o));
     // The command without the names of its files, which have their own ingredients.
     let index_flag = shard.as_ref().map(|s| format!("-fthinlto-index={s}"));
     let mut command: Vec<String> = argv
@@ -390,7 +424,9 @@ fn by_names(
     let rename = |p: &str| -> String {
         match &names {
             Some((new_out, new_shard)) if p == outputs[0] => new_out.clone(),
-            Some((_, new_shard)) if p == format!("{}.thinlto.bc", outputs[0]) => new_shard.clone(),
+            Some((_, new_shard)) if p == crate::job::output::shard_name(outputs[0]) => {
+                new_shard.clone()
+            }
             _ => p.to_string(),
         }
     };
@@ -424,7 +460,7 @@ fn by_names(
         .map(|w| match &names {
             Some((new_out, _)) if *w == outputs[0] => new_out.clone(),
             Some((_, new_shard)) if w.strip_prefix("-fthinlto-index=").is_some() => {
-                let shard = format!("{}.thinlto.bc", outputs[0]);
+                let shard = crate::job::output::shard_name(outputs[0]);
                 if *w == format!("-fthinlto-index={shard}") {
                     format!("-fthinlto-index={new_shard}")
                 } else {

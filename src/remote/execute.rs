@@ -59,51 +59,16 @@ pub(super) async fn run_job(ctx: &Session, index: usize) -> End {
         return failed(start, info, e);
     }
     let mut client = ctx.client.clone();
-
-    // The lookup before the run asked the action cache already: this job missed it (or its
-    // result was no good, and the cache is skipped).
-    let skip_cache = !ctx.cache || lock(&ctx.state)[index].bad_result;
-
     let t = std::time::Instant::now();
-    let mut resume: Option<String> = None;
-    let mut backoff = Backoff::new();
-    let response = loop {
-        let ended = client
-            .execute(&job.action_digest, skip_cache, resume.clone(), |name| {
-                lock(&ctx.state)[index].operation = Some(name.to_string());
-            })
-            .await;
-        let status = match ended {
-            Executed::Done(r) => match &r.status {
-                Some(s) if s.code != 0 => {
-                    tonic::Status::new(tonic::Code::from(s.code), s.message.clone())
-                }
-                _ => break r,
-            },
-            Executed::Broken { name, status } => {
-                // A stream that broke may be re-attached; an operation the server forgot is
-                // started again.
-                resume = if status.code() == tonic::Code::NotFound {
-                    None
-                } else {
-                    name
-                };
-                status
-            }
-        };
-        let again = reapi::transient(status.code()) || status.code() == tonic::Code::NotFound;
-        if !again || !backoff.wait().await {
-            lock(&ctx.state)[index].operation = None;
-            info.execute_seconds = seconds(t);
-            return failed(
-                start,
-                info,
-                format!("remote execution failed: {}", reapi::describe(&status)),
-            );
+    let executed = execute(ctx, &mut client, index, job).await;
+    info.execute_seconds = seconds(t);
+    let response = match executed {
+        Ok(response) => response,
+        Err(status) => {
+            let problem = format!("remote execution failed: {}", reapi::describe(&status));
+            return failed(start, info, problem);
         }
     };
-    lock(&ctx.state)[index].operation = None;
-    info.execute_seconds = seconds(t);
     let Some(result) = response.result else {
         return failed(start, info, "remote: the server sent no result".into());
     };
@@ -117,22 +82,13 @@ pub(super) async fn run_job(ctx: &Session, index: usize) -> End {
             info.queued_seconds = Some((w - q).max(0.0));
         }
     }
-    let stderr = if !result.stderr_raw.is_empty() {
-        result.stderr_raw.clone()
-    } else if let Some(d) = &result.stderr_digest {
-        client.read(d).await.unwrap_or_default()
-    } else {
-        Vec::new()
-    };
+    let stderr = stderr_of(&mut client, &result).await;
     if result.exit_code != 0 {
+        let worker = worker_name(&result);
         let mut end = failed(
             start,
             info,
-            format!(
-                "remote: exit status {} on {}",
-                result.exit_code,
-                worker_name(&result)
-            ),
+            format!("remote: exit status {} on {worker}", result.exit_code),
         );
         end.status.code = Some(result.exit_code);
         end.status.spawn_error = None;
@@ -148,6 +104,63 @@ pub(super) async fn run_job(ctx: &Session, index: usize) -> End {
     };
     end.stderr = stderr;
     end
+}
+
+/// Executes job `index`'s action to its response: a stream that broke is re-attached, an
+/// operation the server forgot started again, transient failures retried.
+async fn execute(
+    ctx: &Session,
+    client: &mut Client,
+    index: usize,
+    job: &JobAction,
+) -> Result<Box<re::ExecuteResponse>, tonic::Status> {
+    // The lookup before the run asked the action cache already: this job missed it (or its
+    // result was no good, and the cache is skipped).
+    let skip_cache = !ctx.cache || lock(&ctx.state)[index].bad_result;
+    let mut resume: Option<String> = None;
+    let mut backoff = Backoff::new();
+    let ended = loop {
+        let ended = client
+            .execute(&job.action_digest, skip_cache, resume.clone(), |name| {
+                lock(&ctx.state)[index].operation = Some(name.to_string());
+            })
+            .await;
+        let status = match ended {
+            Executed::Done(r) => match &r.status {
+                Some(s) if s.code != 0 => {
+                    tonic::Status::new(tonic::Code::from(s.code), s.message.clone())
+                }
+                _ => break Ok(r),
+            },
+            Executed::Broken { name, status } => {
+                // A stream that broke may be re-attached; an operation the server forgot is
+                // started again.
+                resume = if status.code() == tonic::Code::NotFound {
+                    None
+                } else {
+                    name
+                };
+                status
+            }
+        };
+        let again = reapi::transient(status.code()) || status.code() == tonic::Code::NotFound;
+        if !again || !backoff.wait().await {
+            break Err(status);
+        }
+    };
+    lock(&ctx.state)[index].operation = None;
+    ended
+}
+
+/// What the command wrote to stderr on the worker, inline or read from the CAS.
+async fn stderr_of(client: &mut Client, result: &re::ActionResult) -> Vec<u8> {
+    if !result.stderr_raw.is_empty() {
+        result.stderr_raw.clone()
+    } else if let Some(d) = &result.stderr_digest {
+        client.read(d).await.unwrap_or_default()
+    } else {
+        Vec::new()
+    }
 }
 
 /// `end`, after noting that the server holds job `index`'s outputs (as `result` names them)

@@ -86,7 +86,7 @@ impl Known {
         let shard = shard?;
         let (new_out, new_shard) = action::canonical(argv, inputs, outputs)?;
         let out = outputs[0];
-        let shard_name = format!("{out}.thinlto.bc");
+        let shard_name = crate::job::output::shard_name(out);
         let index_flag = format!("-fthinlto-index={shard_name}");
         let new_index_flag = format!("-fthinlto-index={new_shard}");
         let mut h = Words::default();

@@ -43,34 +43,75 @@ pub(super) async fn look_up(ctx: Arc<Session>) -> Vec<Option<End>> {
     let t = std::time::Instant::now();
     let mut ends = from_disk(&ctx);
     let mut found: Vec<Option<(Files, String)>> = vec![None; n];
-    let mut answered = false;
-    let mut client = ctx.client.clone();
     let rest = (0..n).any(|i| ends[i].is_none() && ctx.jobs[i].is_some());
-    if let Some(entry) = ctx.entry.as_ref().filter(|_| rest) {
-        if let Ok(Some(result)) = client.cached(&entry.key).await {
-            if result.exit_code == 0 {
-                for file in result.output_files {
-                    let Some((i, path)) = file.path.split_once('/') else {
-                        continue;
-                    };
-                    let i = i
-                        .parse::<usize>()
-                        .ok()
-                        .filter(|&i| ends.get(i).is_some_and(Option::is_none));
-                    let Some(slot) = i.and_then(|i| found.get_mut(i)) else {
-                        continue;
-                    };
-                    let (files, _) = slot.get_or_insert_with(|| (Vec::new(), String::new()));
-                    files.push(re::OutputFile {
-                        path: path.to_string(),
-                        ..file
-                    });
-                }
-                answered = true;
-            }
+    let answered = rest && from_entry(&ctx, &ends, &mut found).await;
+    ask_each(&ctx, &ends, &mut found).await;
+    let lookup_seconds = t.elapsed().as_secs_f64();
+    // Fetched and written a part at a time, so that the link holds at most HELD bytes.
+    let mut part: Vec<(usize, Files, String)> = Vec::new();
+    let mut bytes = 0;
+    for (i, hit) in found.into_iter().enumerate() {
+        let Some((files, worker)) = hit else { continue };
+        let size: i64 = files
+            .iter()
+            .flat_map(|f| &f.digest)
+            .map(|d| d.size_bytes)
+            .sum();
+        if !part.is_empty() && bytes + size > HELD {
+            write_part(&ctx, std::mem::take(&mut part), &mut ends, lookup_seconds).await;
+            bytes = 0;
         }
+        bytes += size;
+        part.push((i, files, worker));
     }
-    let todo: Vec<usize> = (0..n)
+    write_part(&ctx, part, &mut ends, lookup_seconds).await;
+    // An entry that answered for every job stands; one that did not is written again.
+    let whole = answered && ends.iter().all(Option::is_some);
+    ctx.entry_found.store(whole, Ordering::Relaxed);
+    ends
+}
+
+/// Each job's outputs as the link's entry names them, in `found` (the jobs without an end);
+/// whether the entry answered.
+async fn from_entry(
+    ctx: &Session,
+    ends: &[Option<End>],
+    found: &mut [Option<(Files, String)>],
+) -> bool {
+    let Some(entry) = ctx.entry.as_ref() else {
+        return false;
+    };
+    let mut client = ctx.client.clone();
+    let Ok(Some(result)) = client.cached(&entry.key).await else {
+        return false;
+    };
+    if result.exit_code != 0 {
+        return false;
+    }
+    for file in result.output_files {
+        let Some((i, path)) = file.path.split_once('/') else {
+            continue;
+        };
+        let i = i
+            .parse::<usize>()
+            .ok()
+            .filter(|&i| ends.get(i).is_some_and(Option::is_none));
+        let Some(slot) = i.and_then(|i| found.get_mut(i)) else {
+            continue;
+        };
+        let (files, _) = slot.get_or_insert_with(|| (Vec::new(), String::new()));
+        files.push(re::OutputFile {
+            path: path.to_string(),
+            ..file
+        });
+    }
+    true
+}
+
+/// Asks the action cache for each job still unknown, IN_FLIGHT calls at once, its outputs and
+/// worker put in `found`.
+async fn ask_each(ctx: &Session, ends: &[Option<End>], found: &mut [Option<(Files, String)>]) {
+    let todo: Vec<usize> = (0..ctx.jobs.len())
         .filter(|&i| found[i].is_none() && ends[i].is_none() && ctx.jobs[i].is_some())
         .collect();
     let mut calls = tokio::task::JoinSet::new();
@@ -99,29 +140,6 @@ pub(super) async fn look_up(ctx: Arc<Session>) -> Vec<Option<End>> {
             found[i] = Some((result.output_files, worker));
         }
     }
-    let lookup_seconds = t.elapsed().as_secs_f64();
-    // Fetched and written a part at a time, so that the link holds at most HELD bytes.
-    let mut part: Vec<(usize, Files, String)> = Vec::new();
-    let mut bytes = 0;
-    for (i, hit) in found.into_iter().enumerate() {
-        let Some((files, worker)) = hit else { continue };
-        let size: i64 = files
-            .iter()
-            .flat_map(|f| &f.digest)
-            .map(|d| d.size_bytes)
-            .sum();
-        if !part.is_empty() && bytes + size > HELD {
-            write_part(&ctx, std::mem::take(&mut part), &mut ends, lookup_seconds).await;
-            bytes = 0;
-        }
-        bytes += size;
-        part.push((i, files, worker));
-    }
-    write_part(&ctx, part, &mut ends, lookup_seconds).await;
-    // An entry that answered for every job stands; one that did not is written again.
-    let whole = answered && ends.iter().all(Option::is_some);
-    ctx.entry_found.store(whole, Ordering::Relaxed);
-    ends
 }
 
 /// Each job's end when its outputs came from the disk cache (None for the others): a job

@@ -26,7 +26,7 @@ pub fn probe(options: &Options) -> Result<String, String> {
                 .await
                 .unwrap_or_else(|_| Err(format!("connect to {}: timed out", target.url)))?;
         let connected = start.elapsed().as_secs_f64();
-        let mut text =
+        let text =
             format!(
             "{} (instance {:?}): REAPI {}, SHA-256 {}, execution {}, cache updates {}, max batch \
              {:.1} MB, connected in {:.3}s",
@@ -42,57 +42,68 @@ pub fn probe(options: &Options) -> Result<String, String> {
         if !caps.sha256 || !caps.exec_enabled {
             return Err(text);
         }
-        let common = Common {
-            cwd: PathBuf::from("/"),
-            root_is_slash: false,
-            identity: "doctor".into(),
-            platform,
-            cache: false,
-            by_content: false,
-        };
-        let argv = ["/bin/sh", "-c", "echo dtlto-bridge > doctor.txt"];
-        let job = action::build(
-            &common,
-            &argv,
-            &[],
-            &["doctor.txt"],
-            &|_| reapi::digest_of(b""),
-            None,
-        )?;
-        client
-            .batch_upload(job.blobs.clone())
-            .await
-            .map_err(|s| format!("{text}; upload a test action: {}", reapi::describe(&s)))?;
-        let t = std::time::Instant::now();
-        match client.execute(&job.action_digest, true, None, |_| {}).await {
-            Executed::Done(r) => {
-                let worker = r
-                    .result
-                    .as_ref()
-                    .map(worker_name)
-                    .unwrap_or_else(|| "the worker".into());
-                match (&r.status, &r.result) {
-                    (Some(s), _) if s.code != 0 => Err(format!(
-                        "{text}; a test action (/bin/sh -c 'echo ... > doctor.txt') failed: {}",
-                        s.message
-                    )),
-                    (_, Some(result)) if result.exit_code == 0 => {
-                        text.push_str(&format!(
-                            "; a test action's round trip took {:.2}s on {worker}",
-                            t.elapsed().as_secs_f64()
-                        ));
-                        Ok(text)
-                    }
-                    _ => Err(format!(
-                        "{text}; a test action (/bin/sh -c 'echo ... > doctor.txt') did not \
-                         succeed on {worker}"
-                    )),
-                }
-            }
-            Executed::Broken { status, .. } => Err(format!(
+        test_action(&mut client, platform, text).await
+    })
+}
+
+/// Runs one small action on the server (`/bin/sh -c 'echo ... > doctor.txt'`, never cached):
+/// `text` with its round trip added, or what went wrong.
+async fn test_action(
+    client: &mut Client,
+    platform: Vec<(String, String)>,
+    mut text: String,
+) -> Result<String, String> {
+    let common = Common {
+        cwd: PathBuf::from("/"),
+        root_is_slash: false,
+        identity: "doctor".into(),
+        platform,
+        cache: false,
+        by_content: false,
+    };
+    let argv = ["/bin/sh", "-c", "echo dtlto-bridge > doctor.txt"];
+    let job = action::build(
+        &common,
+        &argv,
+        &[],
+        &["doctor.txt"],
+        &|_| reapi::digest_of(b""),
+        None,
+    )?;
+    client
+        .batch_upload(job.blobs.clone())
+        .await
+        .map_err(|s| format!("{text}; upload a test action: {}", reapi::describe(&s)))?;
+    let t = std::time::Instant::now();
+    let r = match client.execute(&job.action_digest, true, None, |_| {}).await {
+        Executed::Done(r) => r,
+        Executed::Broken { status, .. } => {
+            return Err(format!(
                 "{text}; a test action failed: {}",
                 reapi::describe(&status)
-            )),
+            ))
         }
-    })
+    };
+    let worker = r
+        .result
+        .as_ref()
+        .map(worker_name)
+        .unwrap_or_else(|| "the worker".into());
+    match (&r.status, &r.result) {
+        (Some(s), _) if s.code != 0 => Err(format!(
+            "{text}; a test action (/bin/sh -c 'echo ... > doctor.txt') failed: {}",
+            s.message
+        )),
+        (_, Some(result)) if result.exit_code == 0 => {
+            text.push_str(&format!(
+                "; a test action's round trip took {:.2}s on {worker}",
+                t.elapsed().as_secs_f64()
+            ));
+            Ok(text)
+        }
+        _ => Err(format!(
+            "{text}; a test action (/bin/sh -c 'echo ... > doctor.txt') did not \
+             succeed on {worker}"
+        )),
+    }
 }

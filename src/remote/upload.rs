@@ -14,17 +14,18 @@ use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 
-/// Uploads what the server lacks of every input and every action message of the link, once.
-pub(super) async fn upload_all(ctx: &Session) -> Result<(), String> {
-    let mut blobs: HashMap<String, &[u8]> = HashMap::new();
-    let mut all: Vec<re::Digest> = Vec::new();
-    let mut seen = HashSet::new();
-    let to_run: Vec<usize> = {
-        let state = lock(&ctx.state);
-        (0..ctx.jobs.len()).filter(|&i| !state[i].hit).collect()
-    };
-    // The jobs remembered from the last link are built whole now, on every core; one that
-    // cannot be (it is not what was remembered) fails alone, and runs here.
+/// The blobs of a link's upload: the action messages by digest (held in memory), the input
+/// files by digest (read when sent), and every digest once.
+#[derive(Default)]
+struct Needed<'a> {
+    messages: HashMap<String, &'a [u8]>,
+    files: HashMap<&'a String, &'a (re::Digest, PathBuf)>,
+    all: Vec<re::Digest>,
+}
+
+/// The actions of the jobs to run, remembered from the last link, built whole now on every
+/// core; one that cannot be (it is not what was remembered) fails alone, and runs here.
+fn rebuild(ctx: &Session, to_run: &[usize]) -> Vec<(JobAction, Vec<(re::Digest, PathBuf)>)> {
     let rebuilt: Vec<(usize, super::actions::Built)> = tokio::task::block_in_place(|| {
         use rayon::prelude::*;
         to_run
@@ -39,26 +40,34 @@ pub(super) async fn upload_all(ctx: &Session) -> Result<(), String> {
             })
             .collect()
     });
-    let mut unbuilt = HashMap::new();
-    let rebuilt: Vec<(JobAction, Vec<(re::Digest, PathBuf)>)> = rebuilt
+    let mut state = lock(&ctx.state);
+    rebuilt
         .into_iter()
-        .filter_map(|(i, built)| {
-            built
-                .map_err(|e| unbuilt.insert(i, format!("remote: build the action of job {i}: {e}")))
-                .ok()
+        .filter_map(|(i, built)| match built {
+            Ok(built) => Some(built),
+            Err(e) => {
+                state[i].unbuilt = Some(format!("remote: build the action of job {i}: {e}"));
+                None
+            }
         })
-        .collect();
-    {
-        let mut state = lock(&ctx.state);
-        for (i, why) in unbuilt {
-            state[i].unbuilt = Some(why);
-        }
-    }
-    let mut files: HashMap<&String, &(re::Digest, PathBuf)> = ctx.files.iter().collect();
+        .collect()
+}
+
+/// Every blob the jobs of `to_run` need, each once.
+fn needed<'a>(
+    ctx: &'a Session,
+    to_run: &[usize],
+    rebuilt: &'a [(JobAction, Vec<(re::Digest, PathBuf)>)],
+) -> Needed<'a> {
+    let mut n = Needed {
+        files: ctx.files.iter().collect(),
+        ..Needed::default()
+    };
+    let mut seen = HashSet::new();
     let mut used: HashSet<&String> = to_run.iter().flat_map(|&i| &ctx.inputs[i]).collect();
-    for (_, uses) in &rebuilt {
+    for (_, uses) in rebuilt {
         for found in uses {
-            files.insert(&found.0.hash, found);
+            n.files.insert(&found.0.hash, found);
             used.insert(&found.0.hash);
         }
     }
@@ -69,21 +78,32 @@ pub(super) async fn upload_all(ctx: &Session) -> Result<(), String> {
         .chain(rebuilt.iter().map(|(j, _)| j));
     for (digest, bytes) in whole.flat_map(|j| j.blobs.iter()) {
         if seen.insert(digest.hash.clone()) {
-            blobs.insert(digest.hash.clone(), bytes);
-            all.push(digest.clone());
+            n.messages.insert(digest.hash.clone(), bytes);
+            n.all.push(digest.clone());
         }
     }
-    for (digest, _) in files.values() {
+    for (digest, _) in n.files.values() {
         if used.contains(&digest.hash) && seen.insert(digest.hash.clone()) {
-            all.push(digest.clone());
+            n.all.push(digest.clone());
         }
     }
+    n
+}
+
+/// Uploads what the server lacks of every input and every action message of the link, once.
+pub(super) async fn upload_all(ctx: &Session) -> Result<(), String> {
+    let to_run: Vec<usize> = {
+        let state = lock(&ctx.state);
+        (0..ctx.jobs.len()).filter(|&i| !state[i].hit).collect()
+    };
+    let rebuilt = rebuild(ctx, &to_run);
+    let needed = needed(ctx, &to_run, &rebuilt);
     ctx.counters
         .distinct_blobs
-        .store(all.len() as u64, Ordering::Relaxed);
+        .store(needed.all.len() as u64, Ordering::Relaxed);
     let missing = retrying(|| {
         let mut c = ctx.client.clone();
-        let all = all.clone();
+        let all = needed.all.clone();
         async move { c.find_missing(&all).await }
     })
     .await
@@ -93,32 +113,11 @@ pub(super) async fn upload_all(ctx: &Session) -> Result<(), String> {
     let mut batch_size = 0;
     let max = ctx.client.max_batch;
     for digest in missing {
-        let data = match blobs.get(&digest.hash) {
-            Some(b) => b.to_vec(),
-            None => {
-                let Some((_, path)) = files.get(&digest.hash) else {
-                    continue;
-                };
-                let data =
-                    std::fs::read(path).map_err(|e| format!("read {}: {e}", path.display()))?;
-                if digest_of(&data) != digest {
-                    return Err(format!("{} changed while the link ran", path.display()));
-                }
-                data
-            }
+        let Some(data) = bytes_of(&needed, &digest)? else {
+            continue;
         };
         if !ctx.client.batchable(data.len()) {
-            retrying(|| {
-                let mut c = ctx.client.clone();
-                let (d, data) = (digest.clone(), data.clone());
-                async move { c.stream_upload(&d, data).await }
-            })
-            .await
-            .map_err(|s| format!("upload {}: {}", digest.hash, reapi::describe(&s)))?;
-            ctx.counters.uploaded_blobs.fetch_add(1, Ordering::Relaxed);
-            ctx.counters
-                .uploaded_bytes
-                .fetch_add(data.len() as u64, Ordering::Relaxed);
+            send_stream(ctx, digest, data).await?;
             continue;
         }
         if batch_size + data.len() + 1024 > max {
@@ -131,6 +130,38 @@ pub(super) async fn upload_all(ctx: &Session) -> Result<(), String> {
     if !batch.is_empty() {
         send_batch(ctx, batch).await?;
     }
+    Ok(())
+}
+
+/// The bytes of a blob the server lacks (None: not one of the link's), checked against its
+/// digest when read from a file.
+fn bytes_of(needed: &Needed<'_>, digest: &re::Digest) -> Result<Option<Vec<u8>>, String> {
+    if let Some(b) = needed.messages.get(&digest.hash) {
+        return Ok(Some(b.to_vec()));
+    }
+    let Some((_, path)) = needed.files.get(&digest.hash) else {
+        return Ok(None);
+    };
+    let data = std::fs::read(path).map_err(|e| format!("read {}: {e}", path.display()))?;
+    if digest_of(&data) != *digest {
+        return Err(format!("{} changed while the link ran", path.display()));
+    }
+    Ok(Some(data))
+}
+
+/// Uploads one blob too large for a batch through ByteStream.
+async fn send_stream(ctx: &Session, digest: re::Digest, data: Vec<u8>) -> Result<(), String> {
+    retrying(|| {
+        let mut c = ctx.client.clone();
+        let (d, data) = (digest.clone(), data.clone());
+        async move { c.stream_upload(&d, data).await }
+    })
+    .await
+    .map_err(|s| format!("upload {}: {}", digest.hash, reapi::describe(&s)))?;
+    ctx.counters.uploaded_blobs.fetch_add(1, Ordering::Relaxed);
+    ctx.counters
+        .uploaded_bytes
+        .fetch_add(data.len() as u64, Ordering::Relaxed);
     Ok(())
 }
 

@@ -73,87 +73,108 @@ pub fn canonical(body: &[u8], width: u32, modules: &HashMap<u64, u64>) -> Result
             "summary version {version} is not one whose records are known ({VERSIONS:?})"
         ));
     }
-    let mut header = Vec::new();
-    let mut guids: BTreeMap<u64, Record> = BTreeMap::new();
-    let mut summaries: Vec<Summary> = Vec::new();
-    let mut counts = Vec::new();
-    for record in records {
-        let code = record.code;
-        if record.blob {
-            return Err(format!("record code {code} ({}) holds a blob", name(code)));
-        }
-        match code {
-            FS_VERSION | FS_FLAGS if guids.is_empty() && summaries.is_empty() => {
-                header.push(record)
-            }
-            FS_VALUE_GUID if summaries.is_empty() => {
-                let guid = guid(&record.ops, version)?;
-                if guids.insert(guid, record).is_some() {
-                    return Err(format!("GUID {guid} twice"));
-                }
-            }
-            FS_COMBINED
-            | FS_COMBINED_PROFILE
-            | FS_COMBINED_GLOBALVAR_INIT_REFS
-            | FS_COMBINED_ALIAS
-                if counts.is_empty() =>
-            {
-                summaries.push(Summary {
-                    record,
-                    names: Vec::new(),
-                })
-            }
-            FS_COMBINED_ORIGINAL_NAME if counts.is_empty() => summaries
-                .last_mut()
-                .ok_or("an original name before any summary")?
-                .names
-                .push(record),
-            FS_BLOCK_COUNT => counts.push(record),
-            code if KNOWN.contains(&code) => {
-                return Err(format!("record code {code} ({}) out of place", name(code)))
-            }
-            _ => {
-                return Err(format!(
-                    "record code {code} ({}) is not supported",
-                    name(code)
-                ))
-            }
-        }
-    }
+    let mut block = Block::sort(records, version)?;
     // Values in the order of their GUIDs, from 1 as LLVM numbers them.
     let mut values = HashMap::new();
-    for (new, record) in guids.values_mut().enumerate() {
+    for (new, record) in block.guids.values_mut().enumerate() {
         if values.insert(record.ops[0], new as u64 + 1).is_some() {
             return Err(format!("value id {} twice", record.ops[0]));
         }
         record.ops[0] = new as u64 + 1;
     }
-    for s in &mut summaries {
+    for s in &mut block.summaries {
         renumber(&mut s.record, &values, modules)?;
     }
     let key = |s: &Summary| {
         let ops = &s.record.ops;
         (s.record.code == FS_COMBINED_ALIAS, ops[1], ops[0])
     };
-    summaries.sort_by_key(key);
-    if summaries.windows(2).any(|w| key(&w[0]) == key(&w[1])) {
+    block.summaries.sort_by_key(key);
+    if block.summaries.windows(2).any(|w| key(&w[0]) == key(&w[1])) {
         return Err("two summaries of one value in one module".into());
     }
     let mut w = Writer::default();
-    let records = header
+    let records = block
+        .header
         .iter()
-        .chain(guids.values())
+        .chain(block.guids.values())
         .chain(
-            summaries
+            block
+                .summaries
                 .iter()
                 .flat_map(|s| std::iter::once(&s.record).chain(&s.names)),
         )
-        .chain(&counts);
+        .chain(&block.counts);
     for record in records {
         w.unabbreviated(width, record.code, &record.ops);
     }
     w.end_block(width);
     Ok(w.bytes)
+}
+
+/// The records of a summary block, sorted by what they hold.
+struct Block {
+    header: Vec<Record>,
+    guids: BTreeMap<u64, Record>,
+    summaries: Vec<Summary>,
+    counts: Vec<Record>,
+}
+
+impl Block {
+    /// Sorts `records`, which must come in the order LLVM writes them.
+    fn sort(records: Vec<Record>, version: u64) -> Result<Block, String> {
+        let mut b = Block {
+            header: Vec::new(),
+            guids: BTreeMap::new(),
+            summaries: Vec::new(),
+            counts: Vec::new(),
+        };
+        for record in records {
+            let code = record.code;
+            if record.blob {
+                return Err(format!("record code {code} ({}) holds a blob", name(code)));
+            }
+            match code {
+                FS_VERSION | FS_FLAGS if b.guids.is_empty() && b.summaries.is_empty() => {
+                    b.header.push(record)
+                }
+                FS_VALUE_GUID if b.summaries.is_empty() => {
+                    let guid = guid(&record.ops, version)?;
+                    if b.guids.insert(guid, record).is_some() {
+                        return Err(format!("GUID {guid} twice"));
+                    }
+                }
+                FS_COMBINED
+                | FS_COMBINED_PROFILE
+                | FS_COMBINED_GLOBALVAR_INIT_REFS
+                | FS_COMBINED_ALIAS
+                    if b.counts.is_empty() =>
+                {
+                    b.summaries.push(Summary {
+                        record,
+                        names: Vec::new(),
+                    })
+                }
+                FS_COMBINED_ORIGINAL_NAME if b.counts.is_empty() => b
+                    .summaries
+                    .last_mut()
+                    .ok_or("an original name before any summary")?
+                    .names
+                    .push(record),
+                FS_BLOCK_COUNT => b.counts.push(record),
+                code if KNOWN.contains(&code) => {
+                    return Err(format!("record code {code} ({}) out of place", name(code)))
+                }
+                _ => {
+                    return Err(format!(
+                        "record code {code} ({}) is not supported",
+                        name(code)
+                    ))
+                }
+            }
+        }
+        Ok(b)
+    }
 }
 
 /// What a record code of the summary block holds, for messages (LLVMBitCodes.h).
