@@ -273,6 +273,14 @@ pub fn describe(status: &ExitStatus) -> String {
     }
 }
 
+/// This program's own path, for the commands it writes that run it again.
+pub fn own_exe() -> Result<String, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("find own executable: {e}"))?;
+    exe.to_str()
+        .map(str::to_string)
+        .ok_or_else(|| "find own executable: its path is not UTF-8".to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -295,11 +303,4 @@ mod tests {
         assert!(child.wait(&watch).unwrap().success());
         assert!(!watch.shared.targets.lock().unwrap().contains(&target));
     }
-}
-/// This program's own path, for the commands it writes that run it again.
-pub fn own_exe() -> Result<String, String> {
-    let exe = std::env::current_exe().map_err(|e| format!("find own executable: {e}"))?;
-    exe.to_str()
-        .map(str::to_string)
-        .ok_or_else(|| "find own executable: its path is not UTF-8".to_string())
 }

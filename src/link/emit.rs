@@ -142,7 +142,7 @@ pub(super) fn emit_in(
     crate::link::fingerprint::record(dir, prints, !skewed.is_empty()).map_err(Fail::environment)?;
     let mut thin_outputs = vec![plan.list.clone()];
     for native in outputs.values() {
-        thin_outputs.push(crate::job::output::shard_name(&native));
+        thin_outputs.push(crate::job::output::shard_name(native));
         thin_outputs.push(format!("{native}.imports"));
     }
     let parsed = spec

@@ -7,5 +7,7 @@ mod failures;
 mod golden;
 mod hostile;
 mod layers;
+mod reapi;
 mod record;
+mod remote;
 mod scheduler;
