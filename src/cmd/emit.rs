@@ -2,11 +2,11 @@
 //! all), without running it; the jobs are checked on another core while it is rendered.
 //!
 //! It knows where the file goes and what to say of missing inputs; rendering is `render`'s and
-//! the checks are `job::check`'s.
+//! the checks are `job::validate`'s.
 
 use crate::cli::EmitArgs;
 use crate::engine::{cwd, missing_list, parse_file, wrapper};
-use crate::job::check;
+use crate::job::validate;
 use crate::render;
 use crate::report::{self, Fail};
 use crate::util::fsutil::Partial;
@@ -34,9 +34,9 @@ pub fn emit(args: &EmitArgs) -> Result<(), Fail> {
         order: None,
     };
     let check = || {
-        check::check(&file, &cwd)
+        validate::check(&file, &cwd)
             .map_err(|e| Fail::bad_input(format!("check job file {path}: {e}")))?;
-        Ok(check::missing_inputs(&file, &dir, 10))
+        Ok(validate::missing_inputs(&file, &dir, 10))
     };
     let render = |out: &mut dyn std::io::Write, to: &str| {
         render::prepare(format, &file, &opts)

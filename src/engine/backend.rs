@@ -5,8 +5,8 @@
 //! render the file (`render` does).
 
 use crate::cli::{Backend, RunArgs};
-use crate::exec::dir::StateDir;
 use crate::exec::process::own_exe;
+use crate::exec::rundir::RunDir;
 use crate::exec::slots::Source;
 use crate::job::parse::JobFile;
 use crate::render::{self, Format, RunHooks};
@@ -20,7 +20,7 @@ use std::process::{Command, Stdio};
 /// the private directory holding its build file and the jobs' stderr.
 pub(super) struct Tool {
     pub build: Option<(Format, PathBuf)>,
-    pub state: StateDir,
+    pub state: RunDir,
 }
 
 impl Tool {
@@ -43,7 +43,7 @@ pub(super) fn write_build_file(
         .as_deref()
         .expect("clap requires the job file");
     if args.backend == Some(Backend::Direct) {
-        let state = StateDir::create().map_err(Fail::environment)?;
+        let state = RunDir::create().map_err(Fail::environment)?;
         return Ok(Tool { build: None, state });
     }
     let ninja = which::which(&args.tools.ninja);
@@ -55,7 +55,7 @@ pub(super) fn write_build_file(
     }
     let ninja = ninja.ok();
     let format = render::choose_backend(args.backend.and_then(Backend::format), ninja.is_some());
-    let state = StateDir::create().map_err(Fail::environment)?;
+    let state = RunDir::create().map_err(Fail::environment)?;
     let exe = own_exe().map_err(Fail::environment)?;
     let opts = render::Options {
         wrapper,

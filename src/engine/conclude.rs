@@ -71,7 +71,7 @@ pub(super) fn conclude(p: Prepared<'_>, mut s: Settled, watch: &Watch) -> Result
         start: s.start,
         end: s.end,
     });
-    let record = record::Record {
+    let record = record::LinkRecord {
         remote: s.remote.clone(),
         ..record
     };
@@ -111,7 +111,7 @@ fn succeeded(
     args: &RunArgs,
     file: &JobFile<'_>,
     outcomes: &[Outcome],
-    record: &record::Record,
+    record: &record::LinkRecord,
     history: Option<&mut History>,
 ) {
     report::job_warnings(file, outcomes);

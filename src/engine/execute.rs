@@ -12,8 +12,8 @@ use crate::exec::process::{self, Watch};
 use crate::exec::sched::Policy;
 use crate::exec::server::{DirectSetup, RemoteLane, Server, Setup};
 use crate::exec::slots::{Source, Supply};
-use crate::job::check;
 use crate::job::outcome::{self, RemoteEnd};
+use crate::job::validate;
 use crate::report::{self, Fail};
 use std::io::IsTerminal;
 use std::process::ExitStatus;
@@ -50,7 +50,7 @@ pub(super) fn execute(
     watch: &Watch,
 ) -> Result<Executed, Fail> {
     let hit = |i: usize| hits.get(i).is_some_and(Option::is_some);
-    let order: Vec<usize> = check::longest_first(&p.cost)
+    let order: Vec<usize> = validate::longest_first(&p.cost)
         .into_iter()
         .filter(|&i| !hit(i))
         .collect();

@@ -5,11 +5,11 @@
 
 use super::backend::Tool;
 use crate::cli::RunArgs;
-use crate::exec::dir;
+use crate::exec::rundir;
 use crate::exec::slots;
-use crate::job::check;
 use crate::job::outcome;
 use crate::job::parse::{self, JobFile};
+use crate::job::validate;
 use crate::report::history::History;
 use crate::report::record;
 use crate::report::{self, Fail};
@@ -73,7 +73,7 @@ pub(super) struct Prepared<'a> {
     pub wrapper: Vec<String>,
     pub input_bytes: Vec<u64>,
     /// What the look at the inputs found (remote links only).
-    pub seen: check::Seen,
+    pub seen: validate::Seen,
     pub cost: Vec<f64>,
     pub history: Option<History>,
     /// The build tool and its file, once written (never, when no job is left to run).
@@ -84,7 +84,7 @@ pub(super) struct Prepared<'a> {
     pub parallelism: usize,
     pub remote: Option<crate::remote::Options>,
     /// The compiler's identity, asked early (remote links only).
-    pub identity: Option<crate::remote::Asked>,
+    pub identity: Option<crate::remote::AskedCompiler>,
 }
 
 pub(super) fn prepare<'a>(
@@ -97,7 +97,7 @@ pub(super) fn prepare<'a>(
         .job_file
         .as_deref()
         .expect("clap requires the job file");
-    check::check(&file, &cwd.to_string_lossy())
+    validate::check(&file, &cwd.to_string_lossy())
         .map_err(|e| Fail::bad_input(format!("check job file {path}: {e}")))?;
     let wrapper = wrapper(&args.wrapper)?;
     let mut remote = args.remote.options().map_err(Fail::bad_input)?;
@@ -107,11 +107,11 @@ pub(super) fn prepare<'a>(
         options.memo = Some(dir.join(format!("{name}.{digests}")).into());
     }
     let identity = (remote.is_some() && !file.jobs.is_empty())
-        .then(|| crate::remote::Asked::start(&file, history_dir(args).map(Into::into)));
+        .then(|| crate::remote::AskedCompiler::start(&file, history_dir(args).map(Into::into)));
     if let Some(why) = remote.as_ref().and_then(|o| o.disk_unused()) {
         report::warning(&format!("--remote-disk-cache is not used: {why}"));
     }
-    let inputs = check::stat_inputs(&file, &cwd, remote.is_some());
+    let inputs = validate::stat_inputs(&file, &cwd, remote.is_some());
     if let Some(list) = missing_list(&file, inputs.missing.len(), &inputs.missing) {
         return Err(Fail::bad_input(format!("check inputs of {path}: {list}")));
     }
@@ -126,7 +126,7 @@ pub(super) fn prepare<'a>(
         log_empty(args, &file, &wrapper);
         return Ok(None);
     }
-    dir::remove_dead(&std::env::temp_dir());
+    rundir::remove_dead(&std::env::temp_dir());
     let (history, cost) = costs(args, &file, &cwd, &inputs.bytes);
     let parallelism = std::thread::available_parallelism()
         .map(usize::from)

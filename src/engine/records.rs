@@ -9,7 +9,7 @@ use crate::util::fsutil::write_atomically;
 use camino::Utf8Path;
 
 /// Appends the link's line to `--log FILE`, if asked for; best effort.
-pub(super) fn log(args: &RunArgs, record: &record::Record, ok: bool) {
+pub(super) fn log(args: &RunArgs, record: &record::LinkRecord, ok: bool) {
     let Some(path) = &args.log else { return };
     let dir = std::env::current_dir().unwrap_or_default();
     if let Err(e) = record::append_line(path, &record::log_line(record, &dir, ok)) {
@@ -19,7 +19,7 @@ pub(super) fn log(args: &RunArgs, record: &record::Record, ok: bool) {
 
 /// Writes the `--report` and `--trace` files, if asked for: whole (concurrent links may share
 /// a path), and best effort (a warning when they cannot be written).
-pub(super) fn write_records(args: &RunArgs, record: &record::Record) {
+pub(super) fn write_records(args: &RunArgs, record: &record::LinkRecord) {
     let write = |what: &str, path: &Utf8Path, value: serde_json::Value| {
         let text = serde_json::to_string_pretty(&value).unwrap_or_default() + "\n";
         if let Err(e) = write_atomically(path, |f| std::io::Write::write_all(f, text.as_bytes())) {

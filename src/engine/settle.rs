@@ -5,9 +5,9 @@
 
 use super::execute::{Executed, LAUNCHERS_GONE};
 use super::prepare::Prepared;
-use crate::exec::dir;
 use crate::exec::process::Watch;
-use crate::exec::sched::Record;
+use crate::exec::rundir;
+use crate::exec::sched::JobRecord;
 use crate::exec::server;
 use crate::job::outcome::{Outcome, RemoteEnd};
 use crate::job::output;
@@ -47,7 +47,7 @@ pub(super) fn settle(
     } = finish(p, server, remote, watch);
     for (index, end) in hits.into_iter().enumerate() {
         if let Some(end) = end {
-            records[index] = Record::from_cache(end);
+            records[index] = JobRecord::from_cache(end);
         }
     }
     let outcomes = outcomes(p, &records);
@@ -93,7 +93,7 @@ fn finish(
         None => {
             let (totals, warnings) = remote.map(crate::remote::Remote::finish).unzip();
             server::Finished {
-                records: vec![Record::default(); p.file.jobs.len()],
+                records: vec![JobRecord::default(); p.file.jobs.len()],
                 warnings: warnings.unwrap_or_default(),
                 remote: totals,
             }
@@ -103,10 +103,10 @@ fn finish(
 
 /// Each job's outcome from its record, with the stderr of its attempts from the private
 /// directory.
-fn outcomes(p: &Prepared<'_>, records: &[Record]) -> Vec<Outcome> {
+fn outcomes(p: &Prepared<'_>, records: &[JobRecord]) -> Vec<Outcome> {
     let dir = p.tool.as_ref().map(|t| t.state.path());
     let read = |index: usize, attempt: usize| {
-        dir.and_then(|dir| fs::read(dir::stderr_file(dir, index, attempt)).ok())
+        dir.and_then(|dir| fs::read(rundir::stderr_file(dir, index, attempt)).ok())
             .map(|b| String::from_utf8_lossy(&b).into_owned())
             .unwrap_or_default()
     };

@@ -2,8 +2,8 @@
 //! (costliest first), on which slot, and what happens when it ends (it finishes, or runs again
 //! locally when it failed through the wrapper).
 //!
-//! `Core` is that decision logic alone — events in, actions out — and knows no sockets,
-//! processes or files; `server` carries the actions out.
+//! `Core` is that decision logic alone — events in, steps out — and knows no sockets,
+//! processes or files; `server` carries the steps out.
 
 use crate::exec::slots::Slot;
 use crate::job::outcome::{Fallback, Ran, Status};
@@ -12,7 +12,7 @@ use std::collections::BinaryHeap;
 
 /// What the core decides.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Action {
+pub enum Step {
     /// Tell job `index`'s launcher to run its command (through the wrapper or not).
     Run {
         index: usize,
@@ -84,16 +84,16 @@ pub struct Attempt {
 
 /// What the core knows of a job when the run ends.
 #[derive(Debug, Clone, Default)]
-pub struct Record {
+pub struct JobRecord {
     pub attempts: Vec<Attempt>,
     /// Whether its launcher was told to finish (the job ended, one way or the other).
     pub finished: bool,
 }
 
-impl Record {
+impl JobRecord {
     /// A job that the action cache answered before the run (`remote::Remote::look_up`).
-    pub fn from_cache(end: crate::job::outcome::RemoteEnd) -> Record {
-        Record {
+    pub fn from_cache(end: crate::job::outcome::RemoteEnd) -> JobRecord {
+        JobRecord {
             attempts: vec![Attempt {
                 wrapped: false,
                 remote: Some(end.info),
@@ -157,7 +157,7 @@ impl PartialOrd for Entry {
 pub struct Core {
     cost: Vec<f64>,
     phase: Vec<Phase>,
-    records: Vec<Record>,
+    records: Vec<JobRecord>,
     ready: BinaryHeap<Entry>,
     /// Ready jobs that go to the remote server.
     ready_remote: BinaryHeap<Entry>,
@@ -190,7 +190,7 @@ impl Core {
         Core {
             cost,
             phase: vec![Phase::Waiting; n],
-            records: vec![Record::default(); n],
+            records: vec![JobRecord::default(); n],
             ready: BinaryHeap::new(),
             ready_remote: BinaryHeap::new(),
             remote: policy.remote.clone(),
@@ -218,7 +218,7 @@ impl Core {
         (self.running, self.done)
     }
 
-    pub fn records(&self) -> &[Record] {
+    pub fn records(&self) -> &[JobRecord] {
         &self.records
     }
 
@@ -239,13 +239,13 @@ impl Core {
     }
 
     /// Job `index`'s launcher is ready. None when no such job waits for a launcher.
-    pub fn hello(&mut self, index: usize) -> Option<Vec<Action>> {
+    pub fn hello(&mut self, index: usize) -> Option<Vec<Step>> {
         if self.phase.get(index) != Some(&Phase::Waiting) {
             return None;
         }
         if let Some(sig) = self.cancelled {
             self.phase[index] = Phase::Done;
-            return Some(vec![Action::Finish {
+            return Some(vec![Step::Finish {
                 index,
                 code: crate::exec::process::exit_code(sig),
             }]);
@@ -268,20 +268,20 @@ impl Core {
     }
 
     /// The first launchers had their time to connect.
-    pub fn gathered(&mut self) -> Vec<Action> {
+    pub fn gathered(&mut self) -> Vec<Step> {
         self.gathering = false;
         self.dispatch()
     }
 
     /// A slot asked of the supply arrived.
-    pub fn slot_arrived(&mut self) -> Vec<Action> {
+    pub fn slot_arrived(&mut self) -> Vec<Step> {
         self.asked = self.asked.saturating_sub(1);
         self.free.push(Slot::Taken);
         self.dispatch()
     }
 
     /// The supply failed: it gives no more, and `instead` own slots take its place.
-    pub fn supply_failed(&mut self, instead: usize) -> Vec<Action> {
+    pub fn supply_failed(&mut self, instead: usize) -> Vec<Step> {
         self.can_grow = false;
         self.asked = 0;
         let own = self.free.iter().filter(|s| **s == Slot::Own).count()
@@ -305,7 +305,7 @@ impl Core {
     }
 
     /// Job `index`'s command ended; `problem` says what was wrong with it, if anything.
-    pub fn exited(&mut self, index: usize, status: Status, problem: Option<String>) -> Vec<Action> {
+    pub fn exited(&mut self, index: usize, status: Status, problem: Option<String>) -> Vec<Step> {
         let Some(Phase::Running { slot, wrapped }) = self.phase.get(index).cloned() else {
             return Vec::new();
         };
@@ -327,7 +327,7 @@ impl Core {
                 slot,
                 wrapped: false,
             };
-            return vec![Action::Run {
+            return vec![Step::Run {
                 index,
                 wrapped: false,
                 slot,
@@ -336,21 +336,17 @@ impl Core {
         }
         record.finished = true;
         self.end(index, slot);
-        let mut actions = vec![Action::Finish { index, code }];
+        let mut steps = vec![Step::Finish { index, code }];
         if failed {
-            actions.extend(self.stop_starting(code));
+            steps.extend(self.stop_starting(code));
         }
-        actions.extend(self.dispatch());
-        actions
+        steps.extend(self.dispatch());
+        steps
     }
 
     /// Job `index` ended remotely; `end.problem` says what was wrong, if anything. A job that
     /// failed runs again here when the policy says so.
-    pub fn remote_done(
-        &mut self,
-        index: usize,
-        end: crate::job::outcome::RemoteEnd,
-    ) -> Vec<Action> {
+    pub fn remote_done(&mut self, index: usize, end: crate::job::outcome::RemoteEnd) -> Vec<Step> {
         if self.phase.get(index) != Some(&Phase::Remote) {
             return Vec::new();
         }
@@ -376,19 +372,19 @@ impl Core {
         self.phase[index] = Phase::Done;
         self.running -= 1;
         self.done += 1;
-        let mut actions = vec![Action::Finish {
+        let mut steps = vec![Step::Finish {
             index,
             code: i32::from(failed),
         }];
         if failed {
-            actions.extend(self.stop_starting(1));
+            steps.extend(self.stop_starting(1));
         }
-        actions.extend(self.dispatch());
-        actions
+        steps.extend(self.dispatch());
+        steps
     }
 
     /// Job `index`'s launcher went away (it exited, or was killed).
-    pub fn gone(&mut self, index: usize) -> Vec<Action> {
+    pub fn gone(&mut self, index: usize) -> Vec<Step> {
         match self.phase.get(index).cloned() {
             Some(Phase::Remote) => {
                 self.phase[index] = Phase::Done;
@@ -410,53 +406,53 @@ impl Core {
     }
 
     /// The run is cancelled by `signal`: nothing more starts, running commands are stopped.
-    pub fn cancel(&mut self, signal: i32) -> Vec<Action> {
+    pub fn cancel(&mut self, signal: i32) -> Vec<Step> {
         if self.cancelled.is_some() {
             return Vec::new();
         }
         self.cancelled = Some(signal);
-        let mut actions = Vec::new();
+        let mut steps = Vec::new();
         if self.remote_running > 0 {
-            actions.push(Action::CancelRemote);
+            steps.push(Step::CancelRemote);
         }
         for index in 0..self.phase.len() {
             match self.phase[index] {
                 Phase::Ready | Phase::Remote => {
                     self.phase[index] = Phase::Done;
-                    actions.push(Action::Finish {
+                    steps.push(Step::Finish {
                         index,
                         code: crate::exec::process::exit_code(signal),
                     });
                 }
-                Phase::Running { .. } => actions.push(Action::Cancel { index, signal }),
+                Phase::Running { .. } => steps.push(Step::Cancel { index, signal }),
                 _ => {}
             }
         }
         self.ready.clear();
         self.ready_remote.clear();
         self.remote_running = 0;
-        actions.extend(self.dispatch());
-        actions
+        steps.extend(self.dispatch());
+        steps
     }
 
     /// A job failed: with `stop_after_failure`, the run goes no further, as ninja and make
     /// stop after a failure: ready jobs never start (each is told to finish with `code`), those
     /// running finish.
-    fn stop_starting(&mut self, code: i32) -> Vec<Action> {
+    fn stop_starting(&mut self, code: i32) -> Vec<Step> {
         if !self.stop_after_failure || self.stopped || self.cancelled.is_some() {
             return Vec::new();
         }
         self.stopped = true;
-        let mut actions = Vec::new();
+        let mut steps = Vec::new();
         for index in 0..self.phase.len() {
             if self.phase[index] == Phase::Ready {
                 self.phase[index] = Phase::Done;
-                actions.push(Action::Finish { index, code });
+                steps.push(Step::Finish { index, code });
             }
         }
         self.ready.clear();
         self.ready_remote.clear();
-        actions
+        steps
     }
 
     fn end(&mut self, index: usize, slot: Slot) {
@@ -468,8 +464,8 @@ impl Core {
 
     /// Starts the costliest ready jobs on free slots, then asks for the slots still needed or
     /// gives back those no job needs.
-    fn dispatch(&mut self) -> Vec<Action> {
-        let mut actions = Vec::new();
+    fn dispatch(&mut self) -> Vec<Step> {
+        let mut steps = Vec::new();
         if self.cancelled.is_none() && !self.gathering && !self.stopped {
             while self.remote_running < self.remote_jobs {
                 let Some(Entry { index, .. }) = self.ready_remote.pop() else {
@@ -481,7 +477,7 @@ impl Core {
                 self.phase[index] = Phase::Remote;
                 self.remote_running += 1;
                 self.running += 1;
-                actions.push(Action::Remote {
+                steps.push(Step::Remote {
                     index,
                     attempt: self.records[index].attempts.len(),
                 });
@@ -501,7 +497,7 @@ impl Core {
                 let wrapped = self.wrapped && attempt == 0;
                 self.phase[index] = Phase::Running { slot, wrapped };
                 self.running += 1;
-                actions.push(Action::Run {
+                steps.push(Step::Run {
                     index,
                     wrapped,
                     slot,
@@ -522,14 +518,14 @@ impl Core {
             let taken = self.free.iter().filter(|s| **s == Slot::Taken).count();
             self.free.retain(|s| *s == Slot::Own);
             if taken > 0 {
-                actions.push(Action::Release(taken));
+                steps.push(Step::Release(taken));
             }
         } else if self.can_grow && waiting > spare + self.asked {
             let more = waiting - spare - self.asked;
             self.asked += more;
-            actions.push(Action::Request(more));
+            steps.push(Step::Request(more));
         }
-        actions
+        steps
     }
 }
 
@@ -561,11 +557,11 @@ mod tests {
         }
     }
 
-    fn runs(actions: &[Action]) -> Vec<usize> {
-        actions
+    fn runs(steps: &[Step]) -> Vec<usize> {
+        steps
             .iter()
             .filter_map(|a| match a {
-                Action::Run { index, .. } => Some(*index),
+                Step::Run { index, .. } => Some(*index),
                 _ => None,
             })
             .collect()
@@ -593,7 +589,7 @@ mod tests {
         for index in [0, 1, 2] {
             assert!(
                 a.iter().any(
-                    |x| matches!(x, Action::Finish { index: i, code } if *i == index && *code != 0)
+                    |x| matches!(x, Step::Finish { index: i, code } if *i == index && *code != 0)
                 ),
                 "job {index} is told to finish: {a:?}"
             );
@@ -608,7 +604,7 @@ mod tests {
         for i in 0..4 {
             let a = core.hello(i).unwrap();
             for action in &a {
-                if let Action::Request(n) = action {
+                if let Step::Request(n) = action {
                     asked += n;
                 }
             }
@@ -628,7 +624,7 @@ mod tests {
         assert_eq!(runs(&core.slot_arrived()), [0]);
         // Nothing waits any more: the last slot to arrive goes back.
         let a = core.exited(3, status(0), None);
-        assert!(a.contains(&Action::Release(1)), "{a:?}");
+        assert!(a.contains(&Step::Release(1)), "{a:?}");
         assert!(core.hello(3).is_none(), "one launcher per job");
     }
 
@@ -648,7 +644,7 @@ mod tests {
         let a = core.hello(0).unwrap();
         assert_eq!(
             a,
-            [Action::Run {
+            [Step::Run {
                 index: 0,
                 wrapped: true,
                 slot: Slot::Own,
@@ -658,7 +654,7 @@ mod tests {
         let a = core.exited(0, status(0), Some("it wrote an empty a.o".into()));
         assert_eq!(
             a,
-            [Action::Run {
+            [Step::Run {
                 index: 0,
                 wrapped: false,
                 slot: Slot::Own,
@@ -666,7 +662,7 @@ mod tests {
             }]
         );
         let a = core.exited(0, status(2), Some("exit status 2".into()));
-        assert_eq!(a, [Action::Finish { index: 0, code: 2 }]);
+        assert_eq!(a, [Step::Finish { index: 0, code: 2 }]);
         assert_eq!(core.records()[0].ran(), Ran::Fallback);
     }
 
@@ -676,23 +672,23 @@ mod tests {
         core.hello(0);
         core.hello(1);
         let a = core.cancel(15);
-        assert!(a.contains(&Action::Cancel {
+        assert!(a.contains(&Step::Cancel {
             index: 0,
             signal: 15
         }));
-        assert!(a.contains(&Action::Finish {
+        assert!(a.contains(&Step::Finish {
             index: 1,
             code: 143
         }));
         assert_eq!(
             core.hello(2),
-            Some(vec![Action::Finish {
+            Some(vec![Step::Finish {
                 index: 2,
                 code: 143
             }])
         );
         // A slot that arrives now is given straight back.
-        assert_eq!(core.slot_arrived(), [Action::Release(1)]);
+        assert_eq!(core.slot_arrived(), [Step::Release(1)]);
         core.exited(0, status(143), Some("killed".into()));
         assert_eq!(core.records()[1].ran(), Ran::NotRun);
     }
@@ -725,11 +721,11 @@ mod tests {
         }
     }
 
-    fn remotes(actions: &[Action]) -> Vec<usize> {
-        actions
+    fn remotes(steps: &[Step]) -> Vec<usize> {
+        steps
             .iter()
             .filter_map(|a| match a {
-                Action::Remote { index, .. } => Some(*index),
+                Step::Remote { index, .. } => Some(*index),
                 _ => None,
             })
             .collect()
@@ -745,9 +741,9 @@ mod tests {
         // Costliest first onto the remote lane, at most 2 there; the own slot stays free.
         assert_eq!(remotes(&all), [1, 2]);
         assert!(runs(&all).is_empty(), "the local slot is not used: {all:?}");
-        assert!(!all.iter().any(|a| matches!(a, Action::Request(_))));
+        assert!(!all.iter().any(|a| matches!(a, Step::Request(_))));
         let next = core.remote_done(1, remote_end(None));
-        assert_eq!(next[0], Action::Finish { index: 1, code: 0 });
+        assert_eq!(next[0], Step::Finish { index: 1, code: 0 });
         assert_eq!(remotes(&next), [3]);
         assert_eq!(core.records()[1].ran(), Ran::Remote);
     }
@@ -759,7 +755,7 @@ mod tests {
         let again = core.remote_done(0, remote_end(Some("remote: exit status 3")));
         assert_eq!(
             again,
-            [Action::Run {
+            [Step::Run {
                 index: 0,
                 wrapped: false,
                 slot: Slot::Own,
@@ -772,7 +768,7 @@ mod tests {
         let mut core = Core::new(vec![1.0], &remote_policy(1, 4, false, 1));
         core.hello(0);
         let end = core.remote_done(0, remote_end(Some("remote: exit status 3")));
-        assert_eq!(end, [Action::Finish { index: 0, code: 1 }]);
+        assert_eq!(end, [Step::Finish { index: 0, code: 1 }]);
     }
 
     #[test]
@@ -780,13 +776,13 @@ mod tests {
         let mut core = Core::new(vec![1.0, 2.0], &remote_policy(1, 4, true, 2));
         core.hello(0);
         core.hello(1);
-        let actions = core.cancel(libc::SIGINT);
-        assert_eq!(actions[0], Action::CancelRemote);
-        assert!(actions.contains(&Action::Finish {
+        let steps = core.cancel(libc::SIGINT);
+        assert_eq!(steps[0], Step::CancelRemote);
+        assert!(steps.contains(&Step::Finish {
             index: 0,
             code: 130
         }));
-        assert!(actions.contains(&Action::Finish {
+        assert!(steps.contains(&Step::Finish {
             index: 1,
             code: 130
         }));

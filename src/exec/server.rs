@@ -7,11 +7,11 @@
 //! It knows sockets, threads and the order of a run's events; it does not decide which job runs
 //! next or where (`sched::Core` does), and it starts no process itself (`Direct` does).
 
-use crate::exec::dir;
 use crate::exec::direct::Direct;
 use crate::exec::guard::Guard;
 use crate::exec::proto::{self, ToLauncher, ToRun};
-use crate::exec::sched::{Action, Core, Policy, Record};
+use crate::exec::rundir;
+use crate::exec::sched::{Core, JobRecord, Policy, Step};
 use crate::exec::slots::{Arrival, Slot, Supply};
 use crate::job::outcome::{RemoteEnd as End, RemoteTotals};
 use crate::job::output;
@@ -149,13 +149,13 @@ impl Shared {
     /// commands are reserved) in decision order. Nothing here takes `inner` again: a remote job
     /// that cannot be submitted, or a `direct` command that cannot be reserved, is answered by
     /// the core at once, its actions queued behind the others.
-    fn apply(&self, inner: &mut Locked<'_>, actions: Vec<Action>) {
+    fn apply(&self, inner: &mut Locked<'_>, actions: Vec<Step>) {
         let supply = lock(&self.supply);
         let tokens = supply.as_ref().is_some_and(Supply::tokens);
         let mut queue = VecDeque::from(actions);
         while let Some(action) = queue.pop_front() {
             match action {
-                Action::Run {
+                Step::Run {
                     index,
                     wrapped,
                     slot,
@@ -163,7 +163,7 @@ impl Shared {
                 } => {
                     let run = proto::Run {
                         argv: self.argv(index, wrapped),
-                        stderr: dir::stderr_file(&self.setup.state_dir, index, attempt)
+                        stderr: rundir::stderr_file(&self.setup.state_dir, index, attempt)
                             .into_string(),
                         outputs: self.setup.file.jobs[index]
                             .outputs
@@ -183,38 +183,38 @@ impl Shared {
                         None => self.send(inner, index, &ToLauncher::Run(run)),
                     }
                 }
-                Action::Finish { .. } if self.direct.get().is_some() => {
+                Step::Finish { .. } if self.direct.get().is_some() => {
                     // The job is over, as when its launcher exits; the waits are for the last.
                     inner.open -= 1;
                     if inner.open == 0 {
                         self.closed.notify_all();
                     }
                 }
-                Action::Finish { index, code } => {
+                Step::Finish { index, code } => {
                     self.send(inner, index, &ToLauncher::Finish { code })
                 }
-                Action::Cancel { index, signal } => match self.direct.get() {
+                Step::Cancel { index, signal } => match self.direct.get() {
                     Some(direct) => direct.cancel(index, signal),
                     None => self.send(inner, index, &ToLauncher::Cancel { signal }),
                 },
-                Action::Remote { index, attempt } => match &*lock(&self.remote) {
+                Step::Remote { index, attempt } => match &*lock(&self.remote) {
                     Some(r) => r.submit(index, self.remote_reply(index, attempt)),
                     None => queue.extend(inner.core.remote_done(
                         index,
                         End::failed_here("remote: the link's connection is closed".into()),
                     )),
                 },
-                Action::CancelRemote => {
+                Step::CancelRemote => {
                     if let Some(r) = &*lock(&self.remote) {
                         r.cancel();
                     }
                 }
-                Action::Request(n) => {
+                Step::Request(n) => {
                     if let Some(s) = &*supply {
                         s.request(n);
                     }
                 }
-                Action::Release(n) => {
+                Step::Release(n) => {
                     for _ in 0..n {
                         if let Some(s) = &*supply {
                             s.release();
@@ -241,7 +241,7 @@ impl Shared {
     /// where a local attempt's would (a missing file reads as empty), then the core hears of it.
     fn remote_reply(&self, index: usize, attempt: usize) -> Box<dyn FnOnce(End) + Send> {
         let me = self.me.clone();
-        let stderr = dir::stderr_file(&self.setup.state_dir, index, attempt);
+        let stderr = rundir::stderr_file(&self.setup.state_dir, index, attempt);
         Box::new(move |end: End| {
             if !end.stderr.is_empty() {
                 let _ = std::fs::write(&stderr, &end.stderr);
@@ -473,7 +473,7 @@ impl Server {
 
 /// What a finished server leaves.
 pub struct Finished {
-    pub records: Vec<Record>,
+    pub records: Vec<JobRecord>,
     pub warnings: Vec<String>,
     /// What the remote path sent and fetched, if it was used.
     pub remote: Option<RemoteTotals>,

@@ -1,18 +1,17 @@
-//! Job: the job file and what can be known of a job without running it — the file's two
-//! schemas, the checks a file must pass, what a job's outputs must look like (whole objects of a
-//! known format), what known
-//! wrappers do, how a job's run ended (its outcome), and the relocation model a job follows
-//! when its command names none.
+//! Job: the job file and what can be known of a job without running it — the file's two schemas
+//! (`parse`), the checks a file must pass (`validate`), what a job's outputs must look like (whole
+//! objects of a known format) and the name of its index shard, what known wrappers do, how a job's
+//! run ended (its outcome), and the relocation model a job follows when its command names none.
 //!
-//! It imports only `bitcode` (to read a module's own model): it does not render, schedule or
-//! run anything.
+//! It imports only `bitcode` (to read a module's own model): it does not render, schedule or run
+//! anything.
 
-pub(crate) mod check;
 pub(crate) mod object;
 pub(crate) mod outcome;
 pub(crate) mod output;
 pub mod parse;
 pub(crate) mod relocation;
+pub(crate) mod validate;
 pub(crate) mod wrapper;
 
 pub use parse::{parse, Command, Job, JobFile, Schema};

@@ -185,15 +185,15 @@ pub fn expand(
         .is_some_and(|q| q == "posix");
     let split = |text: &str| {
         if posix {
-            crate::render::escape::response_split(text)
+            super::rsp::response_split(text)
         } else {
-            crate::render::escape::windows_split(text)
+            super::rsp::windows_split(text)
         }
     };
     let mut all: Vec<String> = Vec::new();
     if !flag(args, "lldignoreenv") {
         for env in [link_first, link].into_iter().flatten() {
-            all.extend(crate::render::escape::windows_split(env));
+            all.extend(super::rsp::windows_split(env));
         }
     }
     all.extend(args.iter().cloned());

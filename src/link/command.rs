@@ -37,8 +37,8 @@ impl Flavor {
     /// A word for this linker's response files.
     pub(super) fn rsp_word(self, word: &str) -> String {
         match self {
-            Flavor::Elf => crate::render::escape::response_word(word),
-            Flavor::Coff => crate::render::escape::windows_word(word),
+            Flavor::Elf => super::rsp::response_word(word),
+            Flavor::Coff => super::rsp::windows_word(word),
         }
     }
 
@@ -208,9 +208,7 @@ pub(super) fn link_command(args: &LinkArgs, cwd: &Utf8Path) -> Result<LinkComman
     };
     let flavor = Flavor::of(&ld);
     let args_expanded = match flavor {
-        Flavor::Elf => {
-            ldargs::expand_response_files(&rest, cwd, &crate::render::escape::response_split)
-        }
+        Flavor::Elf => ldargs::expand_response_files(&rest, cwd, &super::rsp::response_split),
         // lld-link reads `_LINK_` and `LINK` too; the flow passes their words itself.
         Flavor::Coff => coffargs::expand(
             &rest,

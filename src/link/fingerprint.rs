@@ -38,7 +38,7 @@ impl Print {
 
 /// The fingerprints an emit recorded, and whether an archive was dated in the future then.
 #[derive(Debug, Serialize, Deserialize)]
-struct Record {
+struct Recorded {
     skewed: bool,
     archives: BTreeMap<String, Print>,
 }
@@ -63,11 +63,11 @@ pub fn record(
     archives: BTreeMap<String, Print>,
     skewed: bool,
 ) -> Result<(), String> {
-    write(dir, &Record { skewed, archives }).map_err(|e| format!("write {dir}/{FILE}: {e}"))
+    write(dir, &Recorded { skewed, archives }).map_err(|e| format!("write {dir}/{FILE}: {e}"))
 }
 
 /// Writes the record whole, so a check never reads half.
-fn write(dir: &Utf8Path, record: &Record) -> std::io::Result<()> {
+fn write(dir: &Utf8Path, record: &Recorded) -> std::io::Result<()> {
     let text = serde_json::to_string(record).expect("JSON of strings");
     crate::util::fsutil::write_atomically(&dir.join(FILE), |f| {
         std::io::Write::write_all(f, text.as_bytes())
@@ -81,7 +81,7 @@ fn write(dir: &Utf8Path, record: &Record) -> std::io::Result<()> {
 pub fn changed(dir: &Utf8Path, cwd: &Utf8Path) -> bool {
     let Some(mut record) = fs::read_to_string(dir.join(FILE))
         .ok()
-        .and_then(|text| serde_json::from_str::<Record>(&text).ok())
+        .and_then(|text| serde_json::from_str::<Recorded>(&text).ok())
     else {
         return true;
     };
@@ -159,7 +159,7 @@ mod tests {
         date(&cwd.join("a"), SystemTime::now() - Duration::from_secs(5));
         fs::write(cwd.join("b"), "two").unwrap();
         assert!(!changed(&cwd, &cwd));
-        let saved: Record =
+        let saved: Recorded =
             serde_json::from_str(&fs::read_to_string(cwd.join(FILE)).unwrap()).unwrap();
         assert_eq!(
             saved.archives["a"].stat,

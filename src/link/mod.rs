@@ -1,7 +1,7 @@
-//! Link: the classic distributed ThinLTO flow (`dtlto-bridge link`) for any LLVM with lld
-//! (14+), ELF (ld.lld) and COFF (lld-link) — the link command and its target, lld's inputs read
-//! as lld reads them, archives and their members, the thin link, the backend jobs through the same engine as a DTLTO link's,
-//! the final link, and `--emit`.
+//! Link: the classic distributed ThinLTO flow (`dtlto-bridge link`) for any LLVM with lld (14+),
+//! ELF (ld.lld) and COFF (lld-link) — the link command and its target, lld's inputs read as lld
+//! reads them, archives and their members, the thin link, the backend jobs through the same engine
+//! as a DTLTO link's, the final link, and `--emit`.
 //!
 //! It knows lld's options and the flow's files; it does not know how jobs are scheduled or run
 //! (`engine` and `exec` do) or how build files are written (`render` does).
@@ -9,19 +9,20 @@
 mod archive;
 mod coffargs;
 mod command;
-mod emit;
+mod emitted;
 mod fingerprint;
 mod flow;
 mod inputs;
 mod ldargs;
+mod rsp;
 
 use crate::cli::LinkArgs;
-use crate::exec::dir::StateDir;
 use crate::exec::process::Watch;
+use crate::exec::rundir::RunDir;
 use crate::report::{self, Fail};
 use camino::Utf8PathBuf;
 use command::checked;
-use emit::{discard_emitted, emit, file_names, lock_directory};
+use emitted::{discard_emitted, emit, file_names, lock_directory};
 use flow::flow;
 
 /// `dtlto-bridge link`: with `--emit`, writes the build file of the link; else runs it.
@@ -60,14 +61,14 @@ pub(crate) fn link(
         return result;
     }
     let command = checked(args, &cwd)?;
-    crate::exec::dir::remove_dead(&std::env::temp_dir());
+    crate::exec::rundir::remove_dead(&std::env::temp_dir());
     // Named after the link, so that a relink writes the same paths into the index shards and
     // a remote action cache knows its jobs.
     let uid = rustix::process::getuid().as_raw();
     let name =
         crate::util::fsutil::stable_name(&[cwd.as_str().as_bytes(), command.output().as_bytes()]);
     let (state, why) =
-        StateDir::create_named(&format!("link-{uid}-{name}")).map_err(Fail::environment)?;
+        RunDir::create_named(&format!("link-{uid}-{name}")).map_err(Fail::environment)?;
     if let Some(why) = why {
         report::warning(&format!(
             "link: {why}; this run's files are in {} instead (a remote action cache knows \

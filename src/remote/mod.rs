@@ -1,21 +1,25 @@
-//! Remote: runs jobs on a Remote Execution API (v2) server — the gRPC client, each job as an
-//! action, and the runner that uploads, executes or finds in the action cache, fetches and
-//! verifies.
+//! Remote: runs jobs on a Remote Execution API (v2) server. The gRPC client (`reapi`); each job
+//! as an action keyed by content where it can be (`action`, its input root `tree`, its index
+//! shard rewritten `shard/`), the link's actions built on every core (`plan`); what is
+//! remembered between links (`memo`: input digests, jobs' actions, the compiler's identity);
+//! the user's options (`options`); one link's session and each job's state (`session`); the
+//! lookup before anything starts (`lookup`) and the link's own cache entry (`entry`); the
+//! upload (`upload`) and each job from Execute to checked outputs (`execute`); outputs kept on
+//! this machine (`disk`); the link's handle that joins them (`runner`); doctor's probe (`probe`).
 //!
-//! It knows the protocol and the actions; it does not decide which job goes remote or what
-//! follows a failure (the scheduler does), starts no local process, writes nothing in a run's
-//! private directory and prints nothing: warnings and stderr are handed back.
+//! It knows the protocol and the actions; it does not know `exec` or decide which job goes
+//! remote or what follows a failure (the scheduler does, through the engine), starts no local
+//! process, writes nothing in a run's private directory and prints nothing: warnings and stderr
+//! are handed back.
 
 pub(crate) mod action;
-mod actions;
-mod digests;
 mod disk;
 mod entry;
 mod execute;
-mod identity;
-mod known;
 mod lookup;
+mod memo;
 mod options;
+mod plan;
 mod probe;
 pub(crate) mod reapi;
 mod runner;
@@ -24,7 +28,7 @@ mod shard;
 mod tree;
 mod upload;
 
-pub(crate) use identity::Asked;
+pub(crate) use memo::compilers::AskedCompiler;
 pub(crate) use options::Options;
 pub(crate) use probe::probe;
 pub(crate) use runner::*;

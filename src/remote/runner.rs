@@ -7,10 +7,10 @@
 //! scheduler does), and it starts no local processes.
 
 use super::action::Common;
-use super::actions::Actions;
-use super::digests::Memo;
-use super::known::Known;
+use super::memo::inputs::InputDigests;
+use super::memo::jobs::RememberedJobs;
 use super::options::Options;
+use super::plan::ActionPlan;
 use super::reapi::Client;
 use super::session::Session;
 use crate::job::outcome::{RemoteEnd as End, RemoteTotals as Totals};
@@ -42,16 +42,18 @@ impl Remote {
         options: &Options,
         file: &Arc<JobFile<'static>>,
         cwd: &Path,
-        identity: super::identity::Asked,
-        seen: &crate::job::check::Seen,
+        identity: super::memo::compilers::AskedCompiler,
+        seen: &crate::job::validate::Seen,
     ) -> Result<(Remote, Vec<Option<String>>), String> {
         // The connection is made while the remembered digests and actions load.
         let load = || {
-            let memo = Memo::load(options.memo.clone());
+            let memo = InputDigests::load(options.memo.clone());
             // Only with the action cache: a job remembered is built again to execute.
             let known = match options.cache {
-                true => Known::load(options.memo.as_ref().map(|p| p.with_extension(ACTIONS))),
-                false => Known::default(),
+                true => {
+                    RememberedJobs::load(options.memo.as_ref().map(|p| p.with_extension(ACTIONS)))
+                }
+                false => RememberedJobs::default(),
             };
             (memo, known)
         };
@@ -64,7 +66,7 @@ impl Remote {
                 return Err(e);
             }
         };
-        let read = super::actions::read(file, cwd, &memo, seen);
+        let read = super::plan::read(file, cwd, &memo, seen);
         let identity = identity.answer();
         let common = Common {
             cwd: cwd.to_path_buf(),
@@ -74,7 +76,7 @@ impl Remote {
             cache: options.cache,
             by_content: options.by_content,
         };
-        let (actions, why) = Actions::build(&common, known, file, cwd, read);
+        let (actions, why) = ActionPlan::build(&common, known, file, cwd, read);
         let mut warnings = Vec::new();
         if let Err(e) = memo.save() {
             warnings.push(format!("remember the inputs' digests: {e}"));

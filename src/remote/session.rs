@@ -83,7 +83,7 @@ pub(super) struct Session {
     /// Each job's input files, by digest.
     pub(super) inputs: Vec<Vec<String>>,
     /// What building the jobs remembered (not whole) takes, should they execute.
-    pub(super) later: super::actions::Later,
+    pub(super) later: super::plan::Later,
     pub(super) uploaded: tokio::sync::OnceCell<Result<(), String>>,
     pub(super) cache: bool,
     /// Whether the server takes action-cache updates (for the link's entry).
@@ -112,7 +112,7 @@ impl Session {
         options: &super::options::Options,
         client: Client,
         cache_updates: bool,
-        actions: super::actions::Actions,
+        actions: super::plan::ActionPlan,
         file: &JobFile<'_>,
         cwd: &Path,
         cancelled: tokio::sync::watch::Receiver<bool>,

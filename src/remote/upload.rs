@@ -26,7 +26,7 @@ struct Needed<'a> {
 /// The actions of the jobs to run, remembered from the last link, built whole now on every
 /// core; one that cannot be (it is not what was remembered) fails alone, and runs here.
 fn rebuild(ctx: &Session, to_run: &[usize]) -> Vec<(JobAction, Vec<(re::Digest, PathBuf)>)> {
-    let rebuilt: Vec<(usize, super::actions::Built)> = tokio::task::block_in_place(|| {
+    let rebuilt: Vec<(usize, super::plan::Built)> = tokio::task::block_in_place(|| {
         use rayon::prelude::*;
         to_run
             .par_iter()

@@ -1,4 +1,4 @@
-//! Record: what each job of a run did, as a summary line, a JSON report and a Chrome trace.
+//! LinkRecord: what each job of a run did, as a summary line, a JSON report and a Chrome trace.
 //!
 //! It knows the formats (the report's fields, Chrome's trace-event JSON) and how to put jobs on
 //! slot lanes; it does not run anything or decide what failed.
@@ -52,7 +52,7 @@ pub struct Totals {
 
 /// A whole run: the `--report` file.
 #[derive(Debug, Serialize)]
-pub struct Record {
+pub struct LinkRecord {
     pub version: u32,
     pub linker_output: String,
     pub backend: &'static str,
@@ -76,7 +76,7 @@ pub struct RunInfo<'a> {
     pub end: f64,
 }
 
-pub fn build(run: &RunInfo<'_>) -> Record {
+pub fn build(run: &RunInfo<'_>) -> LinkRecord {
     let jobs: Vec<JobRecord> = run
         .outcomes
         .iter()
@@ -122,7 +122,7 @@ pub fn build(run: &RunInfo<'_>) -> Record {
         input_bytes: jobs.iter().map(|j| j.input_bytes).sum(),
         job_seconds: jobs.iter().filter_map(|j| j.seconds).sum(),
     };
-    Record {
+    LinkRecord {
         version: 1,
         linker_output: run.file.linker_output.clone(),
         backend: run.backend,
@@ -136,7 +136,7 @@ pub fn build(run: &RunInfo<'_>) -> Record {
 }
 
 /// The line a run appends to `--log FILE`: where, what, how many jobs and where they ran.
-pub fn log_line(r: &Record, dir: &std::path::Path, ok: bool) -> String {
+pub fn log_line(r: &LinkRecord, dir: &std::path::Path, ok: bool) -> String {
     serde_json::json!({
         "version": 1,
         "time": r.end,
@@ -168,7 +168,7 @@ pub fn path_for(path: &camino::Utf8Path, linker_output: &str) -> camino::Utf8Pat
 }
 
 /// The one line printed at the end of a successful run.
-pub fn summary(r: &Record) -> String {
+pub fn summary(r: &LinkRecord) -> String {
     let t = &r.totals;
     let mut line = match &r.remote {
         Some(remote) => format!(
@@ -226,7 +226,7 @@ pub fn summary(r: &Record) -> String {
 /// Why jobs the server executed did not come from its action cache, by kind of reason, the
 /// commonest first: `; not from the cache: 3 (an import changed: 2; the module changed: 1)`
 /// (the report has each job's own reason).
-fn misses(r: &Record) -> Option<String> {
+fn misses(r: &LinkRecord) -> Option<String> {
     let mut reasons: std::collections::BTreeMap<&str, usize> = Default::default();
     for j in &r.jobs {
         if let Some(kind) = j.remote.as_ref().and_then(|r| r.miss_kind.as_deref()) {
@@ -256,7 +256,7 @@ fn misses(r: &Record) -> Option<String> {
 
 /// Puts each job that ran on the first slot lane free at its start (interval partitioning), so
 /// the lanes show how the slots were used. Returns the lane of each job, in job order.
-pub fn lanes(r: &Record) -> Vec<Option<usize>> {
+pub fn lanes(r: &LinkRecord) -> Vec<Option<usize>> {
     let mut order: Vec<usize> = (0..r.jobs.len())
         .filter(|&p| r.jobs[p].start.is_some())
         .collect();
@@ -285,7 +285,7 @@ pub fn lanes(r: &Record) -> Vec<Option<usize>> {
 }
 
 /// The Chrome trace-event file (`--trace`): one complete event per job, one lane per slot.
-pub fn trace(r: &Record) -> serde_json::Value {
+pub fn trace(r: &LinkRecord) -> serde_json::Value {
     let lanes = lanes(r);
     let micros = |t: f64| ((t - r.start) * 1e6).round() as i64;
     let mut events: Vec<serde_json::Value> = Vec::new();
@@ -371,8 +371,8 @@ mod tests {
         }
     }
 
-    fn record(jobs: Vec<JobRecord>) -> Record {
-        Record {
+    fn record(jobs: Vec<JobRecord>) -> LinkRecord {
+        LinkRecord {
             version: 1,
             linker_output: "p".into(),
             backend: "ninja",

@@ -1,4 +1,4 @@
-//! Dir: a run's private directory — what lives where in it (the owner lock, the launchers'
+//! RunDir: a run's private directory — what lives where in it (the owner lock, the launchers'
 //! socket, the build file, the build tool's log, each job attempt's stderr), who owns it, and
 //! what is left of runs that died.
 //!
@@ -27,20 +27,20 @@ const JOBS: &str = "jobs";
 const KEPT: &str = "kept";
 
 /// A run's private directory; removed when dropped, unless kept.
-pub struct StateDir {
+pub struct RunDir {
     dir: Utf8PathBuf,
     temp: Option<tempfile::TempDir>,
     /// Locked while the run lives; the kernel drops the lock when the run dies.
     _owner: File,
 }
 
-impl StateDir {
+impl RunDir {
     /// Creates a private directory (mode 0700) in TMPDIR and takes its owner lock.
-    pub fn create() -> Result<StateDir, String> {
+    pub fn create() -> Result<RunDir, String> {
         let temp = private(PREFIX)
             .tempdir()
             .map_err(|e| format!("create temporary directory: {e}"))?;
-        StateDir::own(temp)
+        RunDir::own(temp)
     }
 
     /// Creates the private directory named `{PREFIX}{name}` (mode 0700) in TMPDIR, so that the
@@ -48,10 +48,10 @@ impl StateDir {
     /// and so in the actions a remote cache knows); a dead run's directory of that name is
     /// removed first. When another live run holds it, or it is not this user's own directory,
     /// a directory of a random name is created instead, and the second value says why.
-    pub fn create_named(name: &str) -> Result<(StateDir, Option<String>), String> {
+    pub fn create_named(name: &str) -> Result<(RunDir, Option<String>), String> {
         let tmp = std::env::temp_dir();
         let path = tmp.join(format!("{PREFIX}{name}"));
-        let random = |why: String| StateDir::create().map(|dir| (dir, Some(why)));
+        let random = |why: String| RunDir::create().map(|dir| (dir, Some(why)));
         if fs::symlink_metadata(&path).is_ok() {
             if let Err(why) = remove_if_dead(&path) {
                 return random(format!("{} {why}", path.display()));
@@ -61,13 +61,13 @@ impl StateDir {
             .rand_bytes(0)
             .tempdir_in(&tmp)
         {
-            Ok(temp) => StateDir::own(temp).map(|dir| (dir, None)),
+            Ok(temp) => RunDir::own(temp).map(|dir| (dir, None)),
             Err(e) => random(format!("create {}: {e}", path.display())),
         }
     }
 
     /// Takes the owner lock of a new directory.
-    fn own(temp: tempfile::TempDir) -> Result<StateDir, String> {
+    fn own(temp: tempfile::TempDir) -> Result<RunDir, String> {
         let dir = Utf8PathBuf::from_path_buf(temp.path().to_path_buf())
             .map_err(|p| format!("use temporary directory {}: not UTF-8", p.display()))?;
         // Locked under another name first, so a scan never finds the lock file unlocked.
@@ -76,7 +76,7 @@ impl StateDir {
         owner.lock().map_err(|e| format!("lock {new}: {e}"))?;
         fs::rename(&new, dir.join(OWNER)).map_err(|e| format!("rename {new}: {e}"))?;
         fs::create_dir(dir.join(JOBS)).map_err(|e| format!("create {dir}/{JOBS}: {e}"))?;
-        Ok(StateDir {
+        Ok(RunDir {
             dir,
             temp: Some(temp),
             _owner: owner,
@@ -208,10 +208,10 @@ mod tests {
     #[test]
     fn a_named_directory_is_the_same_from_run_to_run_unless_a_live_run_holds_it() {
         let name = format!("test-named-{}", std::process::id());
-        let (first, why) = StateDir::create_named(&name).unwrap();
+        let (first, why) = RunDir::create_named(&name).unwrap();
         assert!(first.path().as_str().ends_with(&format!("{PREFIX}{name}")));
         assert_eq!(why, None);
-        let (second, why) = StateDir::create_named(&name).unwrap();
+        let (second, why) = RunDir::create_named(&name).unwrap();
         assert!(why.unwrap().contains("another live run's"));
         assert_ne!(
             second.path(),
@@ -221,11 +221,11 @@ mod tests {
         let path = first.path().to_owned();
         drop(first);
         drop(second);
-        let (again, _) = StateDir::create_named(&name).unwrap();
+        let (again, _) = RunDir::create_named(&name).unwrap();
         assert_eq!(again.path(), path);
         // A kept directory is the user's now: never removed, and said so.
         let kept = again.keep();
-        let (other, why) = StateDir::create_named(&name).unwrap();
+        let (other, why) = RunDir::create_named(&name).unwrap();
         assert_ne!(other.path(), kept);
         assert!(why.unwrap().contains("was kept (--keep)"));
         fs::remove_dir_all(kept).unwrap();
@@ -237,11 +237,11 @@ mod tests {
         // tests' files are not the worse for it).
         // SAFETY: umask has no preconditions.
         unsafe { libc::umask(0o022) };
-        let mode = |dir: &StateDir| fs::metadata(dir.path()).unwrap().mode() & 0o7777;
+        let mode = |dir: &RunDir| fs::metadata(dir.path()).unwrap().mode() & 0o7777;
         let (named, _) =
-            StateDir::create_named(&format!("test-mode-{}", std::process::id())).unwrap();
+            RunDir::create_named(&format!("test-mode-{}", std::process::id())).unwrap();
         assert_eq!(mode(&named), 0o700, "{}", named.path());
-        let random = StateDir::create().unwrap();
+        let random = RunDir::create().unwrap();
         assert_eq!(mode(&random), 0o700, "{}", random.path());
     }
 

@@ -1,4 +1,4 @@
-//! Check: checks a parsed job file can be run, and orders its jobs costliest first.
+//! Validate: checks a parsed job file can be run, and orders its jobs costliest first.
 //!
 //! It knows that jobs must be independent, that their inputs must exist (relative to the
 //! linker's directory), and what no build file can carry; it does not render or run anything.

@@ -1,4 +1,4 @@
-//! Emit: `dtlto-bridge link --emit FILE` — the thin link now, with its files in FILE.dtlto/,
+//! Emitted: `dtlto-bridge link --emit FILE` — the thin link now, with its files in FILE.dtlto/,
 //! and the whole flow written to FILE, whose own rule writes it again when an archive changed.
 //!
 //! It knows FILE's names as the build tool gives them, the directory's lock and marker, and the

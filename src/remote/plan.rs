@@ -1,14 +1,14 @@
-//! Actions: every job of a link as an action, on every core: first each input file read once
+//! Plan: every job of a link as an action, on every core: first each input file read once
 //! (its digest, from the memo when the file is unchanged) and each job's index shard read
-//! whole, then each job's action (action.rs; remembered, known.rs, when nothing it is built
+//! whole, then each job's action (`action`; remembered, `memo::jobs`, when nothing it is built
 //! from changed), merged in job order.
 //!
 //! It reads files; it does not talk to a server or know the compiler's identity until the
 //! second step.
 
 use super::action::{self, Common, JobAction};
-use super::digests::Memo;
-use super::known::Known;
+use super::memo::inputs::InputDigests;
+use super::memo::jobs::RememberedJobs;
 use crate::job::parse::{Job, JobFile};
 use bazel_remote_apis::build::bazel::remote::execution::v2 as re;
 use rayon::prelude::*;
@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// Each job as an action (None for a job that runs here), and every input file's digest.
-pub struct Actions {
+pub struct ActionPlan {
     pub jobs: Vec<Option<JobAction>>,
     /// Each input file's digest, and where it is.
     pub files: HashMap<String, (re::Digest, PathBuf)>,
@@ -54,7 +54,12 @@ fn shard_name(inputs: &[&str], outputs: &[&str]) -> Option<String> {
 
 /// Reads every input of `file`'s jobs once, on every core; `seen` holds what an earlier look
 /// found of them (the memo looks at the others itself).
-pub fn read(file: &JobFile<'_>, cwd: &Path, memo: &Memo, seen: &crate::job::check::Seen) -> Read {
+pub fn read(
+    file: &JobFile<'_>,
+    cwd: &Path,
+    memo: &InputDigests,
+    seen: &crate::job::validate::Seen,
+) -> Read {
     // Each input as written once, in job order (most are many jobs' imports), then each file
     // once, where it is first written.
     let mut listed: rustc_hash::FxHashSet<&str> = Default::default();
@@ -116,7 +121,7 @@ pub struct Later {
     files: HashMap<PathBuf, Found>,
     file: Arc<JobFile<'static>>,
     /// The actions remembered, saved once the link is over.
-    pub known: Known,
+    pub known: RememberedJobs,
 }
 
 impl Later {
@@ -142,16 +147,16 @@ impl Later {
     }
 }
 
-impl Actions {
+impl ActionPlan {
     /// The actions of `file`'s jobs from what `read` found, and, for each job, why it runs here
     /// instead (None: it can run remotely). A job `known` remembers is not built whole.
     pub fn build(
         common: &Common,
-        known: Known,
+        known: RememberedJobs,
         file: &Arc<JobFile<'static>>,
         cwd: &Path,
         read: Read,
-    ) -> (Actions, Vec<Option<String>>) {
+    ) -> (ActionPlan, Vec<Option<String>>) {
         // Each raw shard is dropped once its job's action is built.
         let built: Vec<(Built, Option<String>)> =
             (file.jobs.par_iter().zip(read.shards.into_par_iter()))
@@ -197,7 +202,7 @@ impl Actions {
             file: file.clone(),
             known,
         };
-        let actions = Actions {
+        let actions = ActionPlan {
             jobs,
             files,
             inputs,
@@ -212,7 +217,7 @@ impl Actions {
 /// remembered by it); and its key among the remembered, when it has one.
 fn build_one(
     common: &Common,
-    known: Option<&Known>,
+    known: Option<&RememberedJobs>,
     [argv, inputs, outputs]: [&[&str]; 3],
     cwd: &Path,
     files: &HashMap<PathBuf, Found>,
@@ -254,7 +259,7 @@ fn build_one(
         Some((known, key))
     });
     if let Some((known, key)) = &key {
-        if let Some(job) = known.get(key, &super::known::outputs_here(cwd, outputs)) {
+        if let Some(job) = known.get(key, &super::memo::jobs::outputs_here(cwd, outputs)) {
             return (Ok((job, Vec::new())), Some(key.clone()));
         }
     }

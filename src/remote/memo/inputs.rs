@@ -11,6 +11,7 @@
 //! Archive members that lld extracts are new files in every link, so they are always read. It
 //! does not know what the files are for.
 
+use crate::util::store::Store;
 use bazel_remote_apis::build::bazel::remote::execution::v2 as re;
 use std::collections::HashMap;
 use std::io::Read;
@@ -20,7 +21,7 @@ use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 
 /// The first line of the file; another one means a file of another layout, read as empty.
-const HEADER: &str = "dtlto-bridge digests 1";
+const STORE: Store = Store::new("digests", 1);
 
 /// How long a file must have been left alone before its digest is remembered.
 const SETTLED: Duration = Duration::from_secs(1);
@@ -61,7 +62,7 @@ impl Key {
 
 /// The digests remembered for one linker output, and those of this link.
 #[derive(Default)]
-pub struct Memo {
+pub struct InputDigests {
     /// Where they are kept (None: nothing is remembered).
     path: Option<PathBuf>,
     known: HashMap<Key, String>,
@@ -71,15 +72,15 @@ pub struct Memo {
     devices: Mutex<HashMap<u64, bool>>,
 }
 
-impl Memo {
+impl InputDigests {
     /// The digests kept at `path` (nothing when None or unreadable).
-    pub fn load(path: Option<PathBuf>) -> Memo {
+    pub fn load(path: Option<PathBuf>) -> InputDigests {
         let known = path
             .as_deref()
-            .and_then(|p| std::fs::read_to_string(p).ok())
+            .and_then(|p| STORE.read(p))
             .map(|text| parse(&text))
             .unwrap_or_default();
-        Memo {
+        InputDigests {
             path,
             known,
             now: Mutex::default(),
@@ -142,7 +143,7 @@ impl Memo {
             return Ok(());
         };
         let now = crate::util::fsutil::lock(&self.now);
-        crate::util::fsutil::keep(path, *now == self.known, || Ok(format(&now).into_bytes()))?;
+        STORE.keep(path, *now == self.known, || Ok(lines(&now)))?;
         Ok(())
     }
 }
@@ -187,7 +188,7 @@ pub fn read_digest(f: &mut impl Read) -> std::io::Result<re::Digest> {
 }
 
 /// A line per file, `DEV INO SIZE MTIME CTIME HASH` (times as seconds.nanoseconds), sorted.
-fn format(entries: &HashMap<Key, String>) -> String {
+fn lines(entries: &HashMap<Key, String>) -> Vec<String> {
     let mut lines: Vec<String> = entries
         .iter()
         .map(|(k, hash)| {
@@ -198,20 +199,14 @@ fn format(entries: &HashMap<Key, String>) -> String {
         })
         .collect();
     lines.sort();
-    let mut text = format!("{HEADER}\n");
-    for line in lines {
-        text.push_str(&line);
-        text.push('\n');
-    }
-    text
+    lines
 }
 
 fn parse(text: &str) -> HashMap<Key, String> {
-    let mut lines = text.lines();
-    if lines.next() != Some(HEADER) {
-        return HashMap::new();
-    }
-    lines.filter_map(parse_line).collect()
+    STORE
+        .body(text)
+        .map(|body| body.lines().filter_map(parse_line).collect())
+        .unwrap_or_default()
 }
 
 fn parse_line(line: &str) -> Option<(Key, String)> {
@@ -255,15 +250,19 @@ mod tests {
         std::fs::write(&file, b"one").unwrap();
         let one = read_digest(&mut &b"one"[..]).unwrap();
         // Just written: its change time is now, so it is read but not remembered.
-        let memo = Memo::load(Some(memo_path.clone()));
+        let memo = InputDigests::load(Some(memo_path.clone()));
         assert_eq!(memo.digest(&file, None).unwrap(), one);
         memo.save().unwrap();
-        assert!(Memo::load(Some(memo_path.clone())).known.is_empty());
+        assert!(InputDigests::load(Some(memo_path.clone())).known.is_empty());
         // The change time cannot be set back: a memo that saw it long ago stands in for that.
         let key = Key::of(&std::fs::metadata(&file).unwrap());
         let fake = "f".repeat(64);
-        std::fs::write(&memo_path, format(&HashMap::from([(key, fake.clone())]))).unwrap();
-        let memo = Memo::load(Some(memo_path.clone()));
+        std::fs::write(
+            &memo_path,
+            STORE.text(lines(&HashMap::from([(key, fake.clone())]))),
+        )
+        .unwrap();
+        let memo = InputDigests::load(Some(memo_path.clone()));
         assert_eq!(
             memo.digest(&file, None).unwrap().hash,
             fake,
@@ -283,7 +282,7 @@ mod tests {
         // Rewritten with the same size and an old modification time: read again.
         std::fs::write(&file, b"two").unwrap();
         set_times(&file, 3600);
-        let memo = Memo::load(Some(memo_path.clone()));
+        let memo = InputDigests::load(Some(memo_path.clone()));
         assert_eq!(
             memo.digest(&file, None).unwrap(),
             read_digest(&mut &b"two"[..]).unwrap()
@@ -300,10 +299,13 @@ mod tests {
             ctime: (1_700_000_001, 999_999_999),
         };
         let hash = "0123456789abcdef".repeat(4);
-        let text = format(&HashMap::from([(key, hash.clone())]));
+        let text = STORE.text(lines(&HashMap::from([(key, hash.clone())])));
         assert_eq!(
             text,
-            format!("{HEADER}\n2049 77 3 1700000000.000000005 1700000001.999999999 {hash}\n")
+            format!(
+                "{}\n2049 77 3 1700000000.000000005 1700000001.999999999 {hash}\n",
+                STORE.header()
+            )
         );
         assert_eq!(parse(&text), HashMap::from([(key, hash.clone())]));
         let bad = format!("{text}1 2 3 4.5 6.7 nothex\n1 2 3 4 5.6 {hash}\n\n");

@@ -1,4 +1,4 @@
-//! Known: each job's action, remembered from one link of an output to the next by everything it
+//! RememberedJobs: each job's action, remembered from one link of an output to the next by everything it
 //! is built from (this program, the compiler, the options, the command, each input's digest and
 //! the index shard's bytes as lld wrote them), so that an unchanged job's shard is not rewritten
 //! and its action not built again just to look it up. A job remembered is built whole only if
@@ -10,8 +10,9 @@
 //! unreadable or stale file, or a line it cannot read, only means actions built again. It does
 //! not read files or know servers.
 
-use super::action::{self, Common, JobAction};
 use crate::job::outcome::Ingredients;
+use crate::remote::action::{self, Common, JobAction};
+use crate::util::store::Store;
 use bazel_remote_apis::build::bazel::remote::execution::v2 as re;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -20,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 /// The first line of the file; another one means a file of another layout, read as empty.
-const HEADER: &str = "dtlto-bridge actions 1";
+const STORE: Store = Store::new("actions", 1);
 
 /// What a job's action is, as the lookup and the report need it (not what executing it needs).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -39,7 +40,7 @@ struct Entry {
 
 /// The actions remembered for one linker output, and those of this link.
 #[derive(Default)]
-pub struct Known {
+pub struct RememberedJobs {
     /// Where they are kept (None: nothing is remembered).
     path: Option<PathBuf>,
     /// What identifies this program's build: a rebuilt one may build other actions.
@@ -49,19 +50,19 @@ pub struct Known {
     now: Mutex<HashMap<String, Entry>>,
 }
 
-impl Known {
+impl RememberedJobs {
     /// The actions kept at `path` (nothing when None, unreadable, or when this program's own
     /// file cannot be found).
-    pub fn load(path: Option<PathBuf>) -> Known {
+    pub fn load(path: Option<PathBuf>) -> RememberedJobs {
         let Some(program) = program_identity() else {
-            return Known::default();
+            return RememberedJobs::default();
         };
         let known = path
             .as_deref()
-            .and_then(|p| std::fs::read_to_string(p).ok())
+            .and_then(|p| STORE.read(p))
             .map(|text| parse(&text))
             .unwrap_or_default();
-        Known {
+        RememberedJobs {
             path,
             program,
             known,
@@ -90,7 +91,7 @@ impl Known {
         let index_flag = format!("-fthinlto-index={shard_name}");
         let new_index_flag = format!("-fthinlto-index={new_shard}");
         let mut h = Words::default();
-        h.word(HEADER);
+        h.word(&STORE.header());
         h.word(&self.program);
         h.word(&common.cwd.to_string_lossy());
         let flags = (common.root_is_slash, common.by_content, common.cache);
@@ -201,7 +202,7 @@ impl Known {
             return Ok(());
         };
         let now = crate::util::fsutil::lock(&self.now);
-        crate::util::fsutil::keep(path, *now == self.known, || Ok(format(&now)?.into_bytes()))?;
+        STORE.keep(path, *now == self.known, || lines(&now))?;
         Ok(())
     }
 }
@@ -248,22 +249,17 @@ fn program_identity() -> Option<String> {
 }
 
 /// The header, then a line per job, `KEY JSON`, sorted.
-fn format(entries: &HashMap<String, Entry>) -> std::io::Result<String> {
+fn lines(entries: &HashMap<String, Entry>) -> std::io::Result<Vec<String>> {
     let mut lines = entries
         .iter()
         .map(|(key, e)| Ok(format!("{key} {}", serde_json::to_string(e)?)))
         .collect::<Result<Vec<String>, serde_json::Error>>()?;
     lines.sort();
-    let mut text = format!("{HEADER}\n");
-    for line in lines {
-        text.push_str(&line);
-        text.push('\n');
-    }
-    Ok(text)
+    Ok(lines)
 }
 
 fn parse(text: &str) -> HashMap<String, Entry> {
-    let Some((HEADER, rest)) = text.split_once('\n') else {
+    let Some(rest) = STORE.body(text) else {
         return HashMap::new();
     };
     rest.par_lines()
@@ -294,15 +290,15 @@ mod tests {
         }
     }
 
-    fn known() -> Known {
-        Known {
+    fn known() -> RememberedJobs {
+        RememberedJobs {
             path: Some("/nowhere/x.actions".into()),
             program: "p".into(),
-            ..Known::default()
+            ..RememberedJobs::default()
         }
     }
 
-    fn key_of(k: &Known, out: &str, input_digest: &str, shard: &str) -> Option<String> {
+    fn key_of(k: &RememberedJobs, out: &str, input_digest: &str, shard: &str) -> Option<String> {
         let shard_name = format!("{out}.thinlto.bc");
         let index = format!("-fthinlto-index={shard_name}");
         let argv = ["clang", "-c", "m.o", &index, "-o", out];
@@ -319,7 +315,7 @@ mod tests {
 
     /// The key of a job `clang m.o -fthinlto-index=obj1.thinlto.bc -o obj1 EXTRA...`.
     fn key_of_obj1(
-        k: &Known,
+        k: &RememberedJobs,
         extra: &[&str],
         digest: &dyn Fn(usize, &str) -> Option<String>,
         shard: Option<&str>,
@@ -345,7 +341,7 @@ mod tests {
         assert_ne!(key_of(&k, "m.1.111.native.o", "d1", "s2").unwrap(), a);
         // Another directory for the object is another action.
         assert_ne!(key_of(&k, "o/m.1.111.native.o", "d1", "s1").unwrap(), a);
-        let other = Known {
+        let other = RememberedJobs {
             program: "q".into(),
             ..known()
         };
@@ -357,7 +353,7 @@ mod tests {
         assert_eq!(key_of_obj1(&k, &[], &none, Some("s")), None);
         assert_eq!(key_of_obj1(&k, &[], &some, None), None);
         // Nothing kept: no key.
-        let off = Known::default();
+        let off = RememberedJobs::default();
         assert_eq!(key_of(&off, "m.1.111.native.o", "d1", "s1"), None);
     }
 
@@ -388,17 +384,17 @@ mod tests {
     fn the_file_round_trips_and_bad_lines_are_dropped() {
         let entry = entry(Some("why"), &[("compiler", "c")]);
         let entries = HashMap::from([("k1".to_string(), entry.clone())]);
-        let text = format(&entries).unwrap();
+        let text = STORE.text(lines(&entries).unwrap());
         assert_eq!(parse(&text), entries);
         assert_eq!(parse(&format!("{text}k2 {{not json\nk3\n")), entries);
-        assert!(parse(&text.replace(HEADER, "dtlto-bridge actions 0")).is_empty());
+        assert!(parse(&text.replace(&STORE.header(), "dtlto-bridge actions 0")).is_empty());
     }
 
     #[test]
     fn a_remembered_job_comes_back_not_whole_with_its_outputs_here() {
         let k = known();
         let entry = entry(None, &[]);
-        let k = Known {
+        let k = RememberedJobs {
             known: HashMap::from([("k".to_string(), entry.clone())]),
             ..k
         };

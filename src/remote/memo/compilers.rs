@@ -12,12 +12,13 @@
 //! place, copied or linked) may run whichever compiler its environment selects, which only its
 //! version line tells, so it is asked at every link. It does not know actions or servers.
 
-use super::digests::{trusted, Key};
+use super::inputs::{trusted, Key};
+use crate::util::store::Store;
 use std::path::{Path, PathBuf};
 use std::thread::JoinHandle;
 
 /// The first line of the file; another one means a file of another layout, read as empty.
-const HEADER: &str = "dtlto-bridge compilers 1";
+const STORE: Store = Store::new("compilers", 1);
 /// The most compilers remembered: the newest stay.
 const MAX_LINES: usize = 64;
 
@@ -25,7 +26,7 @@ const MAX_LINES: usize = 64;
 /// compiler starts in tens of milliseconds, which the link's other work hides.
 /// Dropped unanswered (a link that fails first), it waits for the compiler, which never
 /// outlives the link.
-pub struct Asked(State);
+pub struct AskedCompiler(State);
 
 enum State {
     Asking(JoinHandle<Result<String, String>>),
@@ -34,9 +35,9 @@ enum State {
     Taken,
 }
 
-impl Asked {
+impl AskedCompiler {
     /// Asks the compiler of `file`'s first job, or remembers it from `dir` (the history's).
-    pub fn start(file: &crate::job::parse::JobFile<'_>, dir: Option<PathBuf>) -> Asked {
+    pub fn start(file: &crate::job::parse::JobFile<'_>, dir: Option<PathBuf>) -> AskedCompiler {
         let program = file
             .jobs
             .first()
@@ -44,7 +45,7 @@ impl Asked {
             .map(|w| w.to_string())
             .unwrap_or_default();
         let (p, d) = (program.clone(), dir.clone());
-        Asked(
+        AskedCompiler(
             match std::thread::Builder::new().spawn(move || compiler(&p, d.as_deref())) {
                 Ok(thread) => State::Asking(thread),
                 Err(_) => State::Answered(compiler(&program, dir.as_deref())),
@@ -64,7 +65,7 @@ impl Asked {
     }
 }
 
-impl Drop for Asked {
+impl Drop for AskedCompiler {
     fn drop(&mut self) {
         if let State::Asking(thread) = std::mem::replace(&mut self.0, State::Taken) {
             let _ = thread.join();
@@ -103,7 +104,7 @@ pub fn compiler(program: &str, dir: Option<&Path>) -> Result<String, String> {
 /// it says it is installed in, when it says.
 fn ask(path: &Path, real: &Path) -> Result<(String, Option<PathBuf>), String> {
     let digest = std::fs::File::open(real)
-        .and_then(|mut f| super::digests::read_digest(&mut f))
+        .and_then(|mut f| super::inputs::read_digest(&mut f))
         .map_err(|e| format!("read the compiler {}: {e}", real.display()))?;
     let text = std::process::Command::new(path)
         .arg("--version")
@@ -214,10 +215,10 @@ fn run_path_libraries(
 
 /// The identity remembered under `key` in `file`.
 fn remembered(file: &Path, key: &str) -> Option<String> {
-    let text = std::fs::read_to_string(file).ok()?;
-    let mut lines = text.lines();
-    (lines.next() == Some(HEADER)).then_some(())?;
-    lines
+    let text = STORE.read(file)?;
+    STORE
+        .body(&text)?
+        .lines()
         .filter_map(|l| l.split_once(' '))
         .find(|(k, _)| *k == key)
         .map(|(_, identity)| identity.to_string())
@@ -225,21 +226,17 @@ fn remembered(file: &Path, key: &str) -> Option<String> {
 
 /// Remembers `identity` under `key` in `file`, first, with at most `MAX_LINES` others.
 fn remember(file: &Path, key: &str, identity: &str) -> std::io::Result<()> {
-    let old = std::fs::read_to_string(file).unwrap_or_default();
-    let others = match old.split_once('\n') {
-        Some((HEADER, rest)) => rest,
-        _ => "",
-    };
-    let mut text = format!("{HEADER}\n{key} {identity}\n");
-    for line in others
-        .lines()
-        .filter(|l| l.split_once(' ').is_some_and(|(k, _)| k != key))
-        .take(MAX_LINES - 1)
-    {
-        text.push_str(line);
-        text.push('\n');
-    }
-    crate::util::fsutil::keep(file, false, || Ok(text.into_bytes())).map(drop)
+    let old = STORE.read(file).unwrap_or_default();
+    let others = STORE.body(&old).unwrap_or("");
+    // The newest first: the oldest go when there are too many.
+    let lines = std::iter::once(format!("{key} {identity}")).chain(
+        others
+            .lines()
+            .filter(|l| l.split_once(' ').is_some_and(|(k, _)| k != key))
+            .take(MAX_LINES - 1)
+            .map(str::to_string),
+    );
+    STORE.keep(file, false, || Ok(lines.collect())).map(drop)
 }
 
 #[cfg(test)]
