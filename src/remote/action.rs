@@ -69,7 +69,7 @@ pub struct JobAction {
     /// What went into the action, each by a label that stays from link to link, with a digest:
     /// to say which of them changed when the action misses the cache.
     pub ingredients: std::sync::Arc<Ingredients>,
-    /// False for a job remembered from the last link (known.rs): no blobs and no uses until it
+    /// False for a job remembered from the last link (`memo::jobs`): no blobs and no uses until it
     /// is built again, which it is only to execute.
     pub whole: bool,
     /// Each output's digest in the last link's result, for a job remembered with one.

@@ -1,6 +1,6 @@
 //! Disk: remote jobs' outputs kept on this machine by digest (`--remote-disk-cache DIR`, as
 //! Bazel's `--disk_cache`), so that a relink whose job is remembered with the same action
-//! (known.rs) takes its outputs from here, hard-linked, without asking the server.
+//! (`memo::jobs`) takes its outputs from here, hard-linked, without asking the server.
 //!
 //! It knows one directory of read-only files named by their SHA-256 (`cas/ab/abcdef…`), each
 //! hard-linked to or from an output (copied across file systems), and removes those no output

@@ -197,7 +197,7 @@ fn from_disk(ctx: &Session) -> Vec<Option<End>> {
     ends
 }
 
-/// Remembers, with each job's action, its outputs' digests in this link's result (known.rs),
+/// Remembers, with each job's action, its outputs' digests in this link's result (`memo::jobs`),
 /// and keeps the outputs in the disk cache, when there is one. An error names the first
 /// output that could not be kept, and why.
 pub(super) fn keep(ctx: &Session) -> Result<(), String> {

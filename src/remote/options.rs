@@ -19,9 +19,9 @@ pub struct Options {
     pub root_is_slash: bool,
     /// Whether jobs are keyed by content where they can be (`--remote-key`).
     pub by_content: bool,
-    /// Where input files' digests are remembered between links (digests.rs), if anywhere.
+    /// Where input files' digests are remembered between links (`memo::inputs`), if anywhere.
     pub memo: Option<PathBuf>,
-    /// Where outputs are kept on this machine by digest (disk.rs), if anywhere; used only
+    /// Where outputs are kept on this machine by digest (`disk`), if anywhere; used only
     /// with the action cache and `memo` (the remembered actions are beside it).
     pub disk: Option<PathBuf>,
 }

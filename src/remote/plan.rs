@@ -25,7 +25,7 @@ pub struct ActionPlan {
     pub inputs: Vec<Vec<String>>,
     /// What building the remembered jobs whole takes.
     pub later: Later,
-    /// Each job's key among the remembered actions (known.rs), when it has one.
+    /// Each job's key among the remembered actions (`memo::jobs`), when it has one.
     pub keys: Vec<Option<String>>,
 }
 

@@ -79,10 +79,10 @@ pub fn stem(cwd: &std::path::Path, linker_output: &str) -> String {
     stable_name(&[cwd.as_os_str().as_encoded_bytes(), linker_output.as_bytes()])
 }
 
-/// The extension of the input digests kept beside each history file (remote/digests.rs).
+/// The extension of the input digests kept beside each history file (remote/memo/inputs.rs).
 pub const DIGESTS: &str = "digests";
 
-/// The extension of the jobs' actions kept beside each history file (remote/known.rs).
+/// The extension of the jobs' actions kept beside each history file (remote/memo/jobs.rs).
 pub const ACTIONS: &str = "actions";
 
 /// A module's name as it stays from link to link: lld names an archive member it extracts
