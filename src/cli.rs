@@ -489,8 +489,8 @@ pub struct RemoteArgs {
 
     /// A header sent with every call, such as an API key; repeatable (in the variable: comma
     /// separated).
-    #[arg(long, value_name = "NAME=VALUE", env = "DTLTO_BRIDGE_REMOTE_HEADER", value_delimiter = ',', value_parser = key_value)]
-    pub remote_header: Vec<(String, String)>,
+    #[arg(long, value_name = "NAME=VALUE", env = "DTLTO_BRIDGE_REMOTE_HEADER", value_delimiter = ',', value_parser = header)]
+    pub remote_header: Vec<Header>,
 
     /// Read headers from FILE, one NAME=VALUE a line (keeps keys out of `ps` and build logs).
     #[arg(long, value_name = "FILE", env = "DTLTO_BRIDGE_REMOTE_HEADER_FILE", value_parser = user_path)]
@@ -508,6 +508,22 @@ pub struct RemoteArgs {
     /// Neither read nor write the server's action cache.
     #[arg(long, env = "DTLTO_BRIDGE_REMOTE_NO_CACHE", value_parser = clap::builder::BoolishValueParser::new())]
     pub remote_no_cache: bool,
+
+    /// How long a call that moves no blob may take, and a stream that owes a message may be
+    /// silent, in seconds (transfers get a second more per MiB): a server that hangs costs this.
+    #[arg(long, value_name = "SECONDS", env = "DTLTO_BRIDGE_REMOTE_TIMEOUT", default_value = "20", value_parser = clap::value_parser!(u32).range(1..=3600))]
+    pub remote_timeout: u32,
+
+    /// Read the action cache but never write it: no link entry (for farms where only CI or the
+    /// workers write; as Bazel's --remote_upload_local_results=false).
+    #[arg(long, env = "DTLTO_BRIDGE_REMOTE_NO_CACHE_WRITE", value_parser = clap::builder::BoolishValueParser::new())]
+    pub remote_no_cache_write: bool,
+
+    /// Take only each job's own result from the action cache: neither read nor write the
+    /// link's entry (one entry for all of a link's jobs, which a client that may write the
+    /// cache could point at other objects).
+    #[arg(long, env = "DTLTO_BRIDGE_REMOTE_NO_LINK_ENTRY", value_parser = clap::builder::BoolishValueParser::new())]
+    pub remote_no_link_entry: bool,
 
     /// Keep remote jobs' outputs in DIR too, by digest: a relink's job with the action it had
     /// in the last link here takes them from DIR (hard-linked) without asking the server (as
@@ -597,6 +613,32 @@ fn as_given(option: &str, value: &str) -> String {
     }
 }
 
+/// A header as the user gave it (`--remote-header`, a line of `--remote-header-file`), whose
+/// value is never printed: it may be a key. One that is not NAME=VALUE has no name, and is
+/// refused when the options are read, without its text.
+#[derive(Clone, Default)]
+pub struct Header {
+    pub name: String,
+    pub value: String,
+}
+
+impl std::fmt::Debug for Header {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}=<{} bytes, not shown>", self.name, self.value.len())
+    }
+}
+
+/// A header's text, split at its first `=`; never an error here (clap would print the text).
+fn header(text: &str) -> Result<Header, String> {
+    Ok(match text.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Header {
+            name: k.to_string(),
+            value: v.to_string(),
+        },
+        _ => Header::default(),
+    })
+}
+
 /// NAME=VALUE, NAME not empty.
 fn key_value(text: &str) -> Result<(String, String), String> {
     match text.split_once('=') {
@@ -612,7 +654,17 @@ impl RemoteArgs {
         let Some(url) = &self.remote else {
             return Ok(None);
         };
-        let mut headers = self.remote_header.clone();
+        let mut headers = Vec::new();
+        for (n, h) in self.remote_header.iter().enumerate() {
+            if h.name.is_empty() {
+                return Err(format!(
+                    "read --remote-header (or DTLTO_BRIDGE_REMOTE_HEADER): header {} is not \
+                     NAME=VALUE (its text is not shown: it may hold a key)",
+                    n + 1
+                ));
+            }
+            headers.push((h.name.clone(), h.value.clone()));
+        }
         if let Some(path) = &self.remote_header_file {
             let text = std::fs::read_to_string(path)
                 .map_err(|e| format!("read --remote-header-file {path}: {e}"))?;
@@ -621,7 +673,15 @@ impl RemoteArgs {
                 if line.is_empty() || line.starts_with('#') {
                     continue;
                 }
-                headers.push(key_value(line).map_err(|e| format!("{path}:{}: {e}", n + 1))?);
+                let h = header(line)?;
+                if h.name.is_empty() {
+                    return Err(format!(
+                        "read --remote-header-file {path}: line {} is not NAME=VALUE (its text \
+                         is not shown: it may hold a key)",
+                        n + 1
+                    ));
+                }
+                headers.push((h.name, h.value));
             }
         }
         Ok(Some(crate::remote::Options {
@@ -629,10 +689,13 @@ impl RemoteArgs {
                 url: url.clone(),
                 instance: self.remote_instance.clone(),
                 headers,
+                timeout: std::time::Duration::from_secs(u64::from(self.remote_timeout)),
                 tls: self.tls()?,
             },
             jobs: self.remote_jobs as usize,
             cache: !self.remote_no_cache,
+            cache_write: !self.remote_no_cache_write,
+            link_entry: !self.remote_no_link_entry,
             platform: self.remote_platform.clone(),
             root_is_slash: self.remote_absolute_paths,
             by_content: self.remote_key == RemoteKey::Content,

@@ -6,7 +6,7 @@
 //! answer) or read it (the lookup does).
 
 use super::action::JobAction;
-use super::reapi::{self, digest_of, Client};
+use super::reapi::{digest_of, Client};
 use bazel_remote_apis::build::bazel::remote::execution::v2 as re;
 
 /// The link entry's command; a new layout takes a new number.
@@ -67,7 +67,7 @@ pub(super) async fn remember(
     client: &Client,
     entry: &Entry,
     results: &[Option<Vec<re::OutputFile>>],
-) -> Result<(), String> {
+) -> Result<(), tonic::Status> {
     let Entry { key, blobs } = entry;
     let output_files: Option<Vec<re::OutputFile>> = results
         .iter()
@@ -92,18 +92,23 @@ pub(super) async fn remember(
         return Ok(());
     }
     let mut client = client.clone();
-    for (digest, bytes) in blobs {
-        let uploaded = if client.batchable(bytes.len()) {
-            client
-                .batch_upload(vec![(digest.clone(), bytes.clone())])
-                .await
-        } else {
-            client.stream_upload(digest, bytes.clone()).await
-        };
-        uploaded.map_err(|s| format!("upload the link's action: {}", reapi::describe(&s)))?;
-    }
+    // Its messages in as few batch calls as the server's limit allows (one, but for links of
+    // thousands of jobs), then the update: two round trips while lld waits.
+    let (small, large): (Vec<_>, Vec<_>) =
+        blobs.iter().partition(|(_, b)| client.batchable(b.len()));
+    let what = |s: tonic::Status| {
+        let message = format!("upload the link's action: {}", s.message());
+        tonic::Status::new(s.code(), message)
+    };
     client
-        .update_result(key, result)
+        .batch_upload(small.into_iter().cloned().collect())
         .await
-        .map_err(|s| format!("write the link's cache entry: {}", reapi::describe(&s)))
+        .map_err(what)?;
+    for (digest, bytes) in large {
+        client
+            .stream_upload(digest, bytes.clone())
+            .await
+            .map_err(what)?;
+    }
+    client.update_result(key, result).await
 }

@@ -6,8 +6,10 @@
 //! a failure leads to.
 
 use super::action::JobAction;
+use super::blob;
+use super::health::{retrying, Backoff};
 use super::reapi::{self, Client, Executed};
-use super::session::{info_of, retrying, worker_name, Backoff, Session};
+use super::session::{info_of, worker_name, Session};
 use super::upload::upload_all;
 use crate::job::outcome::{self, RemoteEnd as End, RemoteInfo as Info, Status};
 use crate::util::fsutil::{lock, write_whole};
@@ -38,6 +40,10 @@ fn timestamp(t: &Option<bazel_remote_apis::google::protobuf::Timestamp>) -> Opti
         .map(|t| t.seconds as f64 + f64::from(t.nanos) / 1e9)
 }
 
+/// How many times in a row a job's Execute stream may end cleanly with news and be followed
+/// again at once.
+const RESUMES: u32 = 100;
+
 /// One job, from upload to verified outputs.
 pub(super) async fn run_job(ctx: &Session, index: usize) -> End {
     let start = outcome::now();
@@ -49,6 +55,9 @@ pub(super) async fn run_job(ctx: &Session, index: usize) -> End {
         );
     };
     let mut info = info_of(job);
+    if let Some(why) = ctx.health.down() {
+        return failed(start, info, format!("remote: {why}"));
+    }
     let t = std::time::Instant::now();
     let uploaded = ctx.uploaded.get_or_init(|| upload_all(ctx)).await;
     info.upload_seconds = seconds(t);
@@ -58,6 +67,26 @@ pub(super) async fn run_job(ctx: &Session, index: usize) -> End {
     if let Some(e) = lock(&ctx.state)[index].unbuilt.clone() {
         return failed(start, info, e);
     }
+    let (end, untaken) = attempt(ctx, index, job, start, info.clone()).await;
+    let evicted = untaken && end.info.cached;
+    if !evicted || lock(&ctx.state)[index].bad_result || ctx.health.down().is_some() {
+        return end;
+    }
+    // A cached result whose outputs could not be taken (evicted from the CAS, or sent other
+    // than their digests): executed once more past the cache, whose entry it then replaces.
+    lock(&ctx.state)[index].bad_result = true;
+    attempt(ctx, index, job, start, info).await.0
+}
+
+/// One Execute of the job's action, to its checked outputs; and whether it failed because the
+/// result's outputs could not be taken (not fetched, not whole, or not objects).
+async fn attempt(
+    ctx: &Session,
+    index: usize,
+    job: &JobAction,
+    start: f64,
+    mut info: Info,
+) -> (End, bool) {
     let mut client = ctx.client.clone();
     let t = std::time::Instant::now();
     let executed = execute(ctx, &mut client, index, job).await;
@@ -66,11 +95,12 @@ pub(super) async fn run_job(ctx: &Session, index: usize) -> End {
         Ok(response) => response,
         Err(status) => {
             let problem = format!("remote execution failed: {}", reapi::describe(&status));
-            return failed(start, info, problem);
+            return (failed(start, info, problem), false);
         }
     };
     let Some(result) = response.result else {
-        return failed(start, info, "remote: the server sent no result".into());
+        let problem = "remote: the server sent no result".into();
+        return (failed(start, info, problem), false);
     };
     info.cached = response.cached_result;
     if let Some(m) = &result.execution_metadata {
@@ -93,7 +123,7 @@ pub(super) async fn run_job(ctx: &Session, index: usize) -> End {
         end.status.code = Some(result.exit_code);
         end.status.spawn_error = None;
         end.stderr = stderr;
-        return end;
+        return (end, false);
     }
     let t = std::time::Instant::now();
     let fetched = fetch_outputs(ctx, &mut client, job, &result).await;
@@ -103,7 +133,8 @@ pub(super) async fn run_job(ctx: &Session, index: usize) -> End {
         Err(e) => failed(start, info, format!("remote: {e}")),
     };
     end.stderr = stderr;
-    end
+    let untaken = end.problem.is_some();
+    (end, untaken)
 }
 
 /// Executes job `index`'s action to its response: a stream that broke is re-attached, an
@@ -119,20 +150,41 @@ async fn execute(
     let skip_cache = !ctx.cache || lock(&ctx.state)[index].bad_result;
     let mut resume: Option<String> = None;
     let mut backoff = Backoff::new();
+    // Clean ends of a stream that brought news: resumed at once, but not forever.
+    let mut ends = 0;
     let ended = loop {
         let ended = client
             .execute(&job.action_digest, skip_cache, resume.clone(), |name| {
                 lock(&ctx.state)[index].operation = Some(name.to_string());
             })
             .await;
-        let status = match ended {
-            Executed::Done(r) => match &r.status {
-                Some(s) if s.code != 0 => {
-                    tonic::Status::new(tonic::Code::from(s.code), s.message.clone())
+        let (status, progressed) = match ended {
+            Executed::Done(r) => {
+                ctx.health.up();
+                match &r.status {
+                    Some(s) if s.code != 0 => (
+                        tonic::Status::new(tonic::Code::from(s.code), s.message.clone()),
+                        true,
+                    ),
+                    _ => break Ok(r),
                 }
-                _ => break Ok(r),
-            },
-            Executed::Broken { name, status } => {
+            }
+            Executed::Ended { name, progressed } => {
+                // A proxy's idle or age limit: the operation goes on; follow it again.
+                resume = name;
+                if progressed && ends < RESUMES {
+                    ends += 1;
+                    backoff.reset();
+                    continue;
+                }
+                let status = tonic::Status::unavailable("the operation stream ended early");
+                (status, progressed)
+            }
+            Executed::Broken {
+                name,
+                status,
+                progressed,
+            } => {
                 // A stream that broke may be re-attached; an operation the server forgot is
                 // started again.
                 resume = if status.code() == tonic::Code::NotFound {
@@ -140,11 +192,16 @@ async fn execute(
                 } else {
                     name
                 };
-                status
+                (status, progressed)
             }
         };
+        if progressed {
+            backoff.reset();
+        }
+        ctx.health.retried(&ctx.server, &status);
         let again = reapi::transient(status.code()) || status.code() == tonic::Code::NotFound;
-        if !again || !backoff.wait().await {
+        if !again || !backoff.wait(&ctx.health).await {
+            ctx.health.gave_up(&ctx.server, &status);
             break Err(status);
         }
     };
@@ -215,23 +272,29 @@ async fn fetch_outputs(
         };
         let digest = file.digest.clone().unwrap_or_default();
         let data = if !file.contents.is_empty() || digest.size_bytes == 0 {
+            blob::check(&digest, &file.contents).map_err(|s| {
+                format!(
+                    "take output {inside} from {}: {}",
+                    ctx.server,
+                    reapi::describe(&s)
+                )
+            })?;
             file.contents.clone()
         } else {
-            retrying(|| {
+            retrying(&ctx.health, &ctx.server, || {
                 let mut c = client.clone();
                 let d = digest.clone();
                 async move { c.read(&d).await }
             })
             .await
-            .map_err(|s| format!("fetch output {inside}: {}", reapi::describe(&s)))?
+            .map_err(|s| {
+                format!(
+                    "fetch output {inside} from {}: {}",
+                    ctx.server,
+                    reapi::describe(&s)
+                )
+            })?
         };
-        if data.len() as i64 != digest.size_bytes {
-            return Err(format!(
-                "output {inside} came back with {} of its {} bytes",
-                data.len(),
-                digest.size_bytes
-            ));
-        }
         ctx.counters
             .downloaded_bytes
             .fetch_add(data.len() as u64, Ordering::Relaxed);

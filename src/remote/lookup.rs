@@ -11,6 +11,8 @@
 
 use crate::job::outcome::RemoteEnd as End;
 use crate::job::output;
+use crate::remote::blob;
+use crate::remote::reapi;
 use crate::remote::session::{info_of, Session};
 use crate::util::fsutil::{lock, write_whole};
 use bazel_remote_apis::build::bazel::remote::execution::v2 as re;
@@ -82,7 +84,9 @@ async fn from_entry(
         return false;
     };
     let mut client = ctx.client.clone();
-    let Ok(Some(result)) = client.cached(&entry.key).await else {
+    let got = client.cached(&entry.key).await;
+    ctx.health.saw(&ctx.server, &got);
+    let Ok(Some(result)) = got else {
         return false;
     };
     if result.exit_code != 0 {
@@ -117,22 +121,25 @@ async fn ask_each(ctx: &Session, ends: &[Option<End>], found: &mut [Option<(File
     let mut calls = tokio::task::JoinSet::new();
     let mut next = todo.into_iter();
     loop {
-        while calls.len() < IN_FLIGHT {
+        // A server found unreachable is asked nothing more: the jobs left are misses.
+        while calls.len() < IN_FLIGHT && ctx.health.down().is_none() {
             let Some(i) = next.next() else { break };
             let mut client = ctx.client.clone();
             let digest = ctx.jobs[i].as_ref().map(|j| j.action_digest.clone());
             calls.spawn(async move {
                 let got = match digest {
-                    Some(d) => client.cached(&d).await.ok().flatten(),
-                    None => None,
+                    Some(d) => client.cached(&d).await,
+                    None => Ok(None),
                 };
-                (i, got.filter(|r| r.exit_code == 0))
+                (i, got)
             });
         }
         let Some(done) = calls.join_next().await else {
             break;
         };
-        if let Ok((i, Some(result))) = done {
+        let Ok((i, got)) = done else { continue };
+        ctx.health.saw(&ctx.server, &got);
+        if let Ok(Some(result)) = got.map(|r| r.filter(|r| r.exit_code == 0)) {
             let worker = result
                 .execution_metadata
                 .map(|m| m.worker)
@@ -170,7 +177,7 @@ fn from_disk(ctx: &Session) -> Vec<Option<End>> {
                     // Not kept, or kept wrong (replaced when the output comes again): a miss.
                     if !matches!(e.kind(), ErrorKind::NotFound | ErrorKind::InvalidData) {
                         let problem = format!("take {} from the disk cache: {e}", here.display());
-                        lock(&ctx.disk_problems).push(problem);
+                        lock(&ctx.lookup_problems).push(problem);
                     }
                     for here in placed {
                         let _ = std::fs::remove_file(here);
@@ -246,13 +253,14 @@ async fn write_part(
         let part: Vec<(usize, Files)> = part.iter().map(|(i, f, _)| (*i, f.clone())).collect();
         move || write_as_fetched(&ctx, &part, arrived)
     });
-    fetch(ctx, &part, fetched).await;
+    let wrong = fetch(ctx, &part, fetched).await;
     let written = writer.await.unwrap_or_default();
     for ((i, files, worker), ok) in part.into_iter().zip(written) {
         let Some(job) = ctx.jobs[i].as_ref() else {
             continue;
         };
         if !ok {
+            refuse(ctx, i, &files, &wrong);
             continue;
         }
         let mut info = info_of(job);
@@ -260,6 +268,22 @@ async fn write_part(
         info.download_seconds = t.elapsed().as_secs_f64();
         lock(&ctx.state)[i].result = Some(files.into_iter().map(without_contents).collect());
         ends[i] = Some(End::cached(info, worker));
+    }
+}
+
+/// A hit whose outputs could not all be taken (evicted from the CAS, sent wrong, not objects):
+/// the job executes past the cache, whose entry it then replaces. One the server sent wrong is
+/// told to the user, with the blob and the server.
+fn refuse(ctx: &Session, i: usize, files: &Files, wrong: &[(String, String)]) {
+    lock(&ctx.state)[i].bad_result = true;
+    let hashes: Vec<&str> = files
+        .iter()
+        .filter_map(|f| f.digest.as_ref())
+        .map(|d| d.hash.as_str())
+        .collect();
+    if let Some((_, why)) = wrong.iter().find(|(h, _)| hashes.contains(&h.as_str())) {
+        let problem = format!("take job {i}'s cached output from {}: {why}", ctx.server);
+        lock(&ctx.lookup_problems).push(problem);
     }
 }
 
@@ -343,38 +367,84 @@ fn write_as_fetched(
     written
 }
 
-/// Every output the hits need, by digest, sent through `fetched` as it comes:
-/// inline ones as given, the rest read in batches (and one by one beyond the batch limit),
-/// several calls in flight. A blob that cannot be read is left out: its job is then a miss.
+/// Every output the hits need, by digest, sent through `fetched` as it comes: inline ones as
+/// given, the rest read in batches (and one by one beyond the batch limit), several calls in
+/// flight, each checked against its digest. A blob that cannot be read is left out: its job is
+/// then a miss. Returns the blobs the server sent wrong (another size or other bytes than their
+/// digest's, or declared too large), each with what was wrong.
 async fn fetch(
     ctx: &Session,
     part: &[(usize, Files, String)],
     fetched: std::sync::mpsc::Sender<Vec<(String, Vec<u8>)>>,
-) {
+) -> Vec<(String, String)> {
     let mut asked = std::collections::HashSet::new();
     let mut small: Vec<re::Digest> = Vec::new();
     let mut large: Vec<re::Digest> = Vec::new();
     let mut inline = Vec::new();
+    let mut wrong = Vec::new();
     for file in part.iter().flat_map(|(_, files, _)| files) {
         let Some(d) = &file.digest else { continue };
         if !asked.insert(d.hash.clone()) {
             continue;
         }
         if !file.contents.is_empty() || d.size_bytes == 0 {
-            if file.contents.len() as i64 == d.size_bytes {
-                inline.push((d.hash.clone(), file.contents.clone()));
+            match blob::check(d, &file.contents) {
+                Ok(()) => inline.push((d.hash.clone(), file.contents.clone())),
+                Err(e) => wrong.push((d.hash.clone(), reapi::describe(&e))),
             }
             continue;
         }
-        match usize::try_from(d.size_bytes) {
+        match blob::declared(d) {
             Ok(size) if ctx.client.batchable(size) => small.push(d.clone()),
-            _ => large.push(d.clone()),
+            Ok(_) => large.push(d.clone()),
+            Err(e) => wrong.push((d.hash.clone(), reapi::describe(&e))),
         }
     }
     let mut downloaded: u64 = inline.iter().map(|(_, d)| d.len() as u64).sum();
     let _ = fetched.send(inline);
-    // Batches of at most BATCH (and of about a quarter of the server's limit), and the large
-    // blobs one by one: READS calls in flight, each written as it comes.
+    let mut reads = groups(ctx, small, large).into_iter();
+    let mut calls = tokio::task::JoinSet::new();
+    loop {
+        while calls.len() < READS && ctx.health.down().is_none() {
+            let Some(group) = reads.next() else { break };
+            let mut client = ctx.client.clone();
+            calls.spawn(async move {
+                let got = match group.as_slice() {
+                    [one] => Ok(vec![client.read(one).await]),
+                    _ => client.batch_read(&group).await,
+                };
+                (group, got)
+            });
+        }
+        let Some(Ok((group, got))) = calls.join_next().await else {
+            break;
+        };
+        ctx.health.saw(&ctx.server, &got);
+        let mut blobs = Vec::new();
+        for (d, got) in group.into_iter().zip(got.unwrap_or_default()) {
+            match got {
+                Ok(data) => blobs.push((d.hash, data)),
+                Err(e) if wrong_blob(e.code()) => wrong.push((d.hash, reapi::describe(&e))),
+                Err(_) => {}
+            }
+        }
+        downloaded += blobs.iter().map(|(_, d)| d.len() as u64).sum::<u64>();
+        let _ = fetched.send(blobs);
+    }
+    ctx.counters
+        .downloaded_bytes
+        .fetch_add(downloaded, Ordering::Relaxed);
+    wrong
+}
+
+/// Whether a read failed because the server sent a blob other than the one asked for.
+fn wrong_blob(code: tonic::Code) -> bool {
+    matches!(code, tonic::Code::DataLoss | tonic::Code::OutOfRange)
+}
+
+/// The reads of `small` and `large` blobs: batches of at most BATCH (and of about a quarter of
+/// the server's limit), then the large blobs one by one.
+fn groups(ctx: &Session, small: Vec<re::Digest>, large: Vec<re::Digest>) -> Vec<Vec<re::Digest>> {
     let quarter = (ctx.client.max_batch / 4).clamp(1, BATCH);
     let mut reads: Vec<Vec<re::Digest>> = Vec::new();
     let mut size = usize::MAX;
@@ -388,39 +458,7 @@ async fn fetch(
         reads.last_mut().expect("a group").push(d);
     }
     reads.extend(large.into_iter().map(|d| vec![d]));
-    let mut reads = reads.into_iter();
-    let mut calls = tokio::task::JoinSet::new();
-    loop {
-        while calls.len() < READS {
-            let Some(group) = reads.next() else { break };
-            let mut client = ctx.client.clone();
-            calls.spawn(async move {
-                let got = match group.as_slice() {
-                    [one] => vec![client.read(one).await],
-                    _ => client.batch_read(&group).await.unwrap_or_default(),
-                };
-                group
-                    .into_iter()
-                    .zip(got)
-                    .filter_map(|(d, got)| Some((d, got.ok()?)))
-                    .collect::<Vec<_>>()
-            });
-        }
-        let Some(done) = calls.join_next().await else {
-            break;
-        };
-        let blobs: Vec<(String, Vec<u8>)> = done
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|(d, data)| data.len() as i64 == d.size_bytes)
-            .map(|(d, data)| (d.hash, data))
-            .collect();
-        downloaded += blobs.iter().map(|(_, d)| d.len() as u64).sum::<u64>();
-        let _ = fetched.send(blobs);
-    }
-    ctx.counters
-        .downloaded_bytes
-        .fetch_add(downloaded, Ordering::Relaxed);
+    reads
 }
 
 fn without_contents(file: re::OutputFile) -> re::OutputFile {

@@ -13,9 +13,11 @@
 //! are handed back.
 
 pub(crate) mod action;
+mod blob;
 mod disk;
 mod entry;
 mod execute;
+mod health;
 mod lookup;
 mod memo;
 mod options;

@@ -14,6 +14,10 @@ pub struct Options {
     pub jobs: usize,
     /// Whether the action cache is read and written.
     pub cache: bool,
+    /// Whether this client writes the action cache (the link's entry) when it is on.
+    pub cache_write: bool,
+    /// Whether the link's own entry is read and written when the cache is on.
+    pub link_entry: bool,
     pub platform: Vec<(String, String)>,
     /// Whether the workers mount the input root at `/`.
     pub root_is_slash: bool,

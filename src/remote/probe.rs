@@ -83,6 +83,11 @@ async fn test_action(
                 reapi::describe(&status)
             ))
         }
+        Executed::Ended { .. } => {
+            return Err(format!(
+                "{text}; a test action's stream ended before the action did"
+            ))
+        }
     };
     let worker = r
         .result

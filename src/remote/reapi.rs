@@ -5,6 +5,7 @@
 //! It knows the wire (URLs, headers, TLS, resource names, operation results); it does not know
 //! jobs, files on disk, retries or what a result means for a link.
 
+use super::blob;
 use bazel_remote_apis::build::bazel::remote::execution::v2 as re;
 use bazel_remote_apis::google::bytestream::{self as bs, byte_stream_client::ByteStreamClient};
 use bazel_remote_apis::google::longrunning::{self as lr, operations_client::OperationsClient};
@@ -20,25 +21,78 @@ use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 
 /// Where the server is and how to speak to it.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Target {
     /// grpc://HOST:PORT, grpcs://HOST:PORT or unix:PATH.
     pub url: String,
     pub instance: String,
     /// Sent with every call (API keys).
     pub headers: Vec<(String, String)>,
+    /// How long a call that moves no blob may take, and a stream that owes a message may be
+    /// silent (`--remote-timeout`).
+    pub timeout: Duration,
     /// TLS settings (grpcs:// only).
     pub tls: Tls,
 }
 
+impl std::fmt::Debug for Target {
+    /// The headers' names only: their values may be keys.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&str> = self.headers.iter().map(|(k, _)| k.as_str()).collect();
+        f.debug_struct("Target")
+            .field("url", &self.url)
+            .field("instance", &self.instance)
+            .field("headers", &names)
+            .field("tls", &self.tls)
+            .field("timeout", &self.timeout)
+            .finish()
+    }
+}
+
+impl Target {
+    /// A warning when headers (API keys) would go unencrypted to a host that is not this
+    /// machine: grpc:// or http:// to a name or address other than loopback.
+    pub fn exposed_headers(&self) -> Option<String> {
+        let rest = ["grpc://", "http://"]
+            .iter()
+            .find_map(|p| self.url.strip_prefix(p))?;
+        let authority = rest.split('/').next().unwrap_or("");
+        let host = match authority.strip_prefix('[') {
+            Some(v6) => v6.split(']').next().unwrap_or(""),
+            None => authority.rsplit_once(':').map_or(authority, |(h, _)| h),
+        };
+        let loopback = host == "localhost"
+            || host
+                .parse::<std::net::IpAddr>()
+                .is_ok_and(|ip| ip.is_loopback());
+        (!self.headers.is_empty() && !loopback).then(|| {
+            format!(
+                "remote: the headers of --remote-header(-file) go to {} unencrypted; use \
+                 grpcs:// to keep keys off the network",
+                self.url
+            )
+        })
+    }
+}
+
 /// What a grpcs:// connection presents and trusts beyond the defaults, as PEM text read by the
 /// caller (so its errors can name the option the file came from).
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct Tls {
     /// The authorities that sign the server's certificate, instead of the system's.
     pub ca: Option<Vec<u8>>,
     /// This client's certificate and private key, for servers that require mutual TLS.
     pub identity: Option<(Vec<u8>, Vec<u8>)>,
+}
+
+impl std::fmt::Debug for Tls {
+    /// Whether each is given, not what it holds: the identity holds a private key.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tls")
+            .field("ca", &self.ca.is_some())
+            .field("identity", &self.identity.is_some())
+            .finish()
+    }
 }
 
 /// Adds the user's headers to every call.
@@ -60,6 +114,36 @@ type Svc = InterceptedService<Channel, Headers>;
 const MAX_MESSAGE: usize = 64 << 20;
 const CHUNK: usize = 1 << 20;
 
+/// The slowest transfer taken: a call moving blobs may take the target's timeout and a second
+/// per this many bytes.
+const RATE: usize = 1 << 20;
+/// The longest pause between the HTTP/2 keep-alive pings, each answered within as long.
+const KEEPALIVE: Duration = Duration::from_secs(10);
+
+/// `message` as a request that fails with DEADLINE_EXCEEDED after `timeout`.
+fn timed<T>(message: T, timeout: Duration) -> tonic::Request<T> {
+    let mut r = tonic::Request::new(message);
+    r.set_timeout(timeout);
+    r
+}
+
+/// The deadline of a call that moves `bytes` bytes, when one that moves none has `timeout`.
+fn moving(timeout: Duration, bytes: usize) -> Duration {
+    timeout + Duration::from_secs((bytes / RATE) as u64)
+}
+
+/// The next message of `stream`, or DEADLINE_EXCEEDED after `silence` without one.
+async fn next<T>(
+    stream: &mut tonic::Streaming<T>,
+    silence: Duration,
+    what: &str,
+) -> Result<Option<T>, tonic::Status> {
+    match tokio::time::timeout(silence, stream.message()).await {
+        Ok(got) => got,
+        Err(_) => Err(silent(what, silence)),
+    }
+}
+
 /// A connection to one instance of a server.
 #[derive(Clone)]
 pub struct Client {
@@ -72,6 +156,8 @@ pub struct Client {
     caps: CapabilitiesClient<Svc>,
     /// The most a batch call may carry, from the server's capabilities.
     pub max_batch: usize,
+    /// The target's timeout.
+    timeout: Duration,
 }
 
 /// What the server says it can do.
@@ -114,11 +200,16 @@ fn endpoint(target: &Target) -> Result<Endpoint, String> {
             "{url:?} is not grpc://HOST:PORT, grpcs://HOST:PORT or unix:PATH"
         ));
     };
+    let keepalive = (target.timeout / 2).clamp(Duration::from_millis(500), KEEPALIVE);
     let mut e = Endpoint::from_shared(uri)
         .map_err(|e| format!("{url:?}: {e}"))?
         .connect_timeout(Duration::from_secs(5))
-        .http2_keep_alive_interval(Duration::from_secs(30))
-        .keep_alive_timeout(Duration::from_secs(20));
+        .tcp_nodelay(true)
+        // A server that stops answering (stopped, or behind a dead link) is found within two
+        // pauses, even while a call waits on it.
+        .http2_keep_alive_interval(keepalive)
+        .keep_alive_timeout(keepalive)
+        .keep_alive_while_idle(true);
     let settings = &target.tls;
     if tls {
         let mut config = ClientTlsConfig::new();
@@ -220,12 +311,24 @@ pub fn transient(code: tonic::Code) -> bool {
 pub enum Executed {
     /// The operation finished: the server's response.
     Done(Box<re::ExecuteResponse>),
+    /// The stream ended cleanly before the operation did (a proxy's idle or age limit): the
+    /// operation lives on under this name; `progressed` when the stream brought a message.
+    Ended {
+        name: Option<String>,
+        progressed: bool,
+    },
     /// The stream broke; the operation may live on under this name.
     Broken {
         name: Option<String>,
         status: tonic::Status,
+        progressed: bool,
     },
 }
+
+/// How long an Execute stream may be silent once the operation is under way: longer than any
+/// backend job, so that only a lost operation reaches it (a dead server is found sooner, by
+/// the keep-alive).
+const RUNNING: Duration = Duration::from_secs(15 * 60);
 
 impl Client {
     /// Connects and asks for the capabilities.
@@ -249,6 +352,7 @@ impl Client {
             ops: OperationsClient::new(wrap()),
             caps: CapabilitiesClient::new(wrap()),
             max_batch: 0,
+            timeout: target.timeout,
         };
         let caps = client
             .capabilities()
@@ -261,10 +365,14 @@ impl Client {
     pub async fn capabilities(&mut self) -> Result<Capabilities, String> {
         let caps = self
             .caps
-            .get_capabilities(re::GetCapabilitiesRequest {
-                instance_name: self.instance.clone(),
-            })
+            .get_capabilities(timed(
+                re::GetCapabilitiesRequest {
+                    instance_name: self.instance.clone(),
+                },
+                self.timeout,
+            ))
             .await
+            .map_err(expired)
             .map_err(|s| format!("ask for the server's capabilities: {}", describe(&s)))?
             .into_inner();
         let sha = re::digest_function::Value::Sha256 as i32;
@@ -301,12 +409,16 @@ impl Client {
         for chunk in digests.chunks(10_000) {
             let r = self
                 .cas
-                .find_missing_blobs(re::FindMissingBlobsRequest {
-                    instance_name: self.instance.clone(),
-                    blob_digests: chunk.to_vec(),
-                    ..Default::default()
-                })
-                .await?
+                .find_missing_blobs(timed(
+                    re::FindMissingBlobsRequest {
+                        instance_name: self.instance.clone(),
+                        blob_digests: chunk.to_vec(),
+                        ..Default::default()
+                    },
+                    self.timeout,
+                ))
+                .await
+                .map_err(expired)?
                 .into_inner();
             missing.extend(r.missing_blob_digests);
         }
@@ -340,12 +452,16 @@ impl Client {
             if !next_fits {
                 let r = self
                     .cas
-                    .batch_update_blobs(re::BatchUpdateBlobsRequest {
-                        instance_name: self.instance.clone(),
-                        requests: std::mem::take(&mut batch),
-                        ..Default::default()
-                    })
-                    .await?
+                    .batch_update_blobs(timed(
+                        re::BatchUpdateBlobsRequest {
+                            instance_name: self.instance.clone(),
+                            requests: std::mem::take(&mut batch),
+                            ..Default::default()
+                        },
+                        moving(self.timeout, size),
+                    ))
+                    .await
+                    .map_err(expired)?
                     .into_inner();
                 for resp in r.responses {
                     let status = resp.status.unwrap_or_default();
@@ -397,17 +513,23 @@ impl Client {
             }
         }
         self.bytestream
-            .write(tokio_stream_iter(requests))
+            .write(timed(
+                tokio_stream_iter(requests),
+                moving(self.timeout, total),
+            ))
             .await
+            .map_err(expired)
             .map(|_| ())
     }
 
-    /// Reads one blob: a batch call when it fits, else ByteStream.
+    /// Reads one blob, checked against its digest: a batch call when it fits, else
+    /// ByteStream. A declared size is never allocated before the bytes come.
     pub async fn read(&mut self, digest: &re::Digest) -> Result<Vec<u8>, tonic::Status> {
-        if digest.size_bytes == 0 {
+        let size = blob::declared(digest)?;
+        if size == 0 {
+            blob::check(digest, &[])?;
             return Ok(Vec::new());
         }
-        let size = usize::try_from(digest.size_bytes).unwrap_or(usize::MAX);
         if self.batchable(size) {
             let got = self.batch_read(std::slice::from_ref(digest)).await?;
             return got.into_iter().next().unwrap_or_else(|| Ok(Vec::new()));
@@ -420,21 +542,33 @@ impl Client {
         );
         let mut stream = self
             .bytestream
-            .read(bs::ReadRequest {
-                resource_name: resource,
-                ..Default::default()
-            })
-            .await?
+            .read(timed(
+                bs::ReadRequest {
+                    resource_name: resource,
+                    ..Default::default()
+                },
+                moving(self.timeout, size),
+            ))
+            .await
+            .map_err(expired)?
             .into_inner();
-        let mut data = Vec::with_capacity(size);
-        while let Some(chunk) = stream.message().await? {
+        let mut data = Vec::new();
+        while let Some(chunk) = next(&mut stream, self.timeout, "read a blob").await? {
+            if data.len() + chunk.data.len() > size {
+                return Err(tonic::Status::data_loss(format!(
+                    "blob {}: the server sent more than its {size} bytes",
+                    digest.hash
+                )));
+            }
             data.extend_from_slice(&chunk.data);
         }
+        blob::check(digest, &data)?;
         Ok(data)
     }
 
     /// Reads blobs that each fit in a batch call, as few calls as the limit allows; each blob's
-    /// bytes or why the server could not give it. A failed call fails them all.
+    /// bytes, checked against its digest, or why the server could not give it (or gave other
+    /// bytes). A failed call fails them all.
     pub async fn batch_read(
         &mut self,
         digests: &[re::Digest],
@@ -454,12 +588,16 @@ impl Client {
             }
             let r = self
                 .cas
-                .batch_read_blobs(re::BatchReadBlobsRequest {
-                    instance_name: self.instance.clone(),
-                    digests: digests[start..end].to_vec(),
-                    ..Default::default()
-                })
-                .await?
+                .batch_read_blobs(timed(
+                    re::BatchReadBlobsRequest {
+                        instance_name: self.instance.clone(),
+                        digests: digests[start..end].to_vec(),
+                        ..Default::default()
+                    },
+                    moving(self.timeout, size),
+                ))
+                .await
+                .map_err(expired)?
                 .into_inner();
             let by_hash: std::collections::HashMap<String, Result<Vec<u8>, tonic::Status>> = r
                 .responses
@@ -479,7 +617,8 @@ impl Client {
                 .collect();
             for d in &digests[start..end] {
                 out.push(match by_hash.get(&d.hash) {
-                    Some(got) => got.clone(),
+                    Some(Ok(data)) => blob::check(d, data).map(|()| data.clone()),
+                    Some(Err(e)) => Err(e.clone()),
                     None if d.size_bytes == 0 => Ok(Vec::new()),
                     None => Err(tonic::Status::not_found(format!(
                         "read blob {}: the server did not answer for it",
@@ -499,13 +638,17 @@ impl Client {
         result: re::ActionResult,
     ) -> Result<(), tonic::Status> {
         self.cache
-            .update_action_result(re::UpdateActionResultRequest {
-                instance_name: self.instance.clone(),
-                action_digest: Some(action.clone()),
-                action_result: Some(result),
-                ..Default::default()
-            })
+            .update_action_result(timed(
+                re::UpdateActionResultRequest {
+                    instance_name: self.instance.clone(),
+                    action_digest: Some(action.clone()),
+                    action_result: Some(result),
+                    ..Default::default()
+                },
+                self.timeout,
+            ))
             .await
+            .map_err(expired)
             .map(|_| ())
     }
 
@@ -516,13 +659,17 @@ impl Client {
     ) -> Result<Option<re::ActionResult>, tonic::Status> {
         match self
             .cache
-            .get_action_result(re::GetActionResultRequest {
-                instance_name: self.instance.clone(),
-                action_digest: Some(action.clone()),
-                inline_stderr: true,
-                ..Default::default()
-            })
+            .get_action_result(timed(
+                re::GetActionResultRequest {
+                    instance_name: self.instance.clone(),
+                    action_digest: Some(action.clone()),
+                    inline_stderr: true,
+                    ..Default::default()
+                },
+                self.timeout,
+            ))
             .await
+            .map_err(expired)
         {
             Ok(r) => Ok(Some(r.into_inner())),
             Err(s) if s.code() == tonic::Code::NotFound => Ok(None),
@@ -539,69 +686,62 @@ impl Client {
         resume: Option<String>,
         mut started: impl FnMut(&str),
     ) -> Executed {
-        let stream = match &resume {
-            Some(name) => {
-                self.exec
-                    .wait_execution(re::WaitExecutionRequest { name: name.clone() })
-                    .await
-            }
-            None => {
-                self.exec
-                    .execute(re::ExecuteRequest {
+        let call = async {
+            match &resume {
+                Some(name) => {
+                    let request = re::WaitExecutionRequest { name: name.clone() };
+                    self.exec.wait_execution(request).await
+                }
+                None => {
+                    let request = re::ExecuteRequest {
                         instance_name: self.instance.clone(),
                         skip_cache_lookup: skip_cache,
                         action_digest: Some(action.clone()),
                         inline_stderr: true,
                         inline_stdout: true,
                         ..Default::default()
-                    })
-                    .await
+                    };
+                    self.exec.execute(request).await
+                }
             }
         };
-        let mut name = resume;
+        let timeout = self.timeout;
+        let stream = tokio::time::timeout(timeout, call)
+            .await
+            .unwrap_or_else(|_| Err(silent("execute the action", timeout)));
+        let mut name = resume.clone();
         let mut stream = match stream {
             Ok(s) => s.into_inner(),
-            Err(status) => return Executed::Broken { name, status },
-        };
-        loop {
-            match stream.message().await {
-                Ok(Some(op)) => {
-                    if name.as_deref() != Some(op.name.as_str()) && !op.name.is_empty() {
-                        started(&op.name);
-                        name = Some(op.name.clone());
-                    }
-                    if !op.done {
-                        continue;
-                    }
-                    return match op.result {
-                        Some(lr::operation::Result::Response(any)) => {
-                            match re::ExecuteResponse::decode(any.value.as_slice()) {
-                                Ok(r) => Executed::Done(Box::new(r)),
-                                Err(e) => Executed::Broken {
-                                    name: None,
-                                    status: tonic::Status::internal(format!(
-                                        "decode the ExecuteResponse: {e}"
-                                    )),
-                                },
-                            }
-                        }
-                        Some(lr::operation::Result::Error(s)) => Executed::Broken {
-                            name: None,
-                            status: tonic::Status::new(tonic::Code::from(s.code), s.message),
-                        },
-                        None => Executed::Broken {
-                            name: None,
-                            status: tonic::Status::internal("the operation ended without a result"),
-                        },
-                    };
+            Err(status) => {
+                return Executed::Broken {
+                    name,
+                    status,
+                    progressed: false,
                 }
-                Ok(None) => {
+            }
+        };
+        let mut progressed = false;
+        loop {
+            // The first Operation comes at once from a server that took the call.
+            let silence = if progressed { RUNNING } else { timeout };
+            let op = match next(&mut stream, silence, "follow the operation").await {
+                Ok(Some(op)) => op,
+                Ok(None) => return Executed::Ended { name, progressed },
+                Err(status) => {
                     return Executed::Broken {
                         name,
-                        status: tonic::Status::unavailable("the operation stream ended early"),
+                        status,
+                        progressed,
                     }
                 }
-                Err(status) => return Executed::Broken { name, status },
+            };
+            progressed = true;
+            if name.as_deref() != Some(op.name.as_str()) && !op.name.is_empty() {
+                started(&op.name);
+                name = Some(op.name.clone());
+            }
+            if op.done {
+                return finished(op.result);
             }
         }
     }
@@ -620,6 +760,42 @@ impl Client {
             Ok(Err(s)) => Err(describe(&s)),
             Err(_) => Err("no answer in 2 s".into()),
         }
+    }
+}
+
+/// A call the client's own deadline ended as DEADLINE_EXCEEDED, which it is (tonic's channel
+/// calls it CANCELLED: "Timeout expired").
+fn expired(s: tonic::Status) -> tonic::Status {
+    if s.code() == tonic::Code::Cancelled && s.message() == "Timeout expired" {
+        tonic::Status::deadline_exceeded("no answer before the call's deadline")
+    } else {
+        s
+    }
+}
+
+/// DEADLINE_EXCEEDED for `what`, silent for `silence`.
+fn silent(what: &str, silence: Duration) -> tonic::Status {
+    tonic::Status::deadline_exceeded(format!("{what}: no answer in {} s", silence.as_secs()))
+}
+
+/// What a finished operation's result says.
+fn finished(result: Option<lr::operation::Result>) -> Executed {
+    let status = match result {
+        Some(lr::operation::Result::Response(any)) => {
+            match re::ExecuteResponse::decode(any.value.as_slice()) {
+                Ok(r) => return Executed::Done(Box::new(r)),
+                Err(e) => tonic::Status::internal(format!("decode the ExecuteResponse: {e}")),
+            }
+        }
+        Some(lr::operation::Result::Error(s)) => {
+            tonic::Status::new(tonic::Code::from(s.code), s.message)
+        }
+        None => tonic::Status::internal("the operation ended without a result"),
+    };
+    Executed::Broken {
+        name: None,
+        status,
+        progressed: true,
     }
 }
 
@@ -683,6 +859,7 @@ mod tests {
             url: url.into(),
             instance: String::new(),
             headers: vec![],
+            timeout: Duration::from_secs(20),
             tls: Tls::default(),
         };
         assert_eq!(
@@ -708,8 +885,70 @@ mod tests {
             url: String::new(),
             instance: String::new(),
             headers: vec![("x-api-key".into(), "secret\n".into())],
+            timeout: Duration::from_secs(20),
             tls: Tls::default(),
         };
-        assert!(headers(&t).is_err());
+        let e = headers(&t).err().unwrap();
+        assert!(!e.contains("secret"), "{e}");
+    }
+
+    #[test]
+    fn neither_header_values_nor_the_tls_key_show_in_debug_output() {
+        let t = Target {
+            url: "grpcs://farm:443".into(),
+            instance: "main".into(),
+            headers: vec![("x-api-key".into(), "s3cr3t".into())],
+            timeout: Duration::from_secs(20),
+            tls: Tls {
+                ca: None,
+                identity: Some((b"CERT".to_vec(), b"PRIVATE KEY".to_vec())),
+            },
+        };
+        let shown = format!("{t:?}");
+        assert!(
+            shown.contains("x-api-key") && shown.contains("farm"),
+            "{shown}"
+        );
+        assert!(
+            !shown.contains("s3cr3t") && !shown.contains("PRIVATE"),
+            "{shown}"
+        );
+    }
+
+    #[test]
+    fn headers_sent_in_the_clear_beyond_this_machine_are_warned_of() {
+        let t = |url: &str, key: bool| Target {
+            url: url.into(),
+            instance: String::new(),
+            headers: if key {
+                vec![("x-api-key".into(), "k".into())]
+            } else {
+                vec![]
+            },
+            timeout: Duration::from_secs(20),
+            tls: Tls::default(),
+        };
+        for url in [
+            "grpc://farm:8980",
+            "grpc://10.0.0.7:8980",
+            "http://[2001:db8::1]:80",
+        ] {
+            let w = t(url, true).exposed_headers().expect(url);
+            assert!(w.contains("unencrypted") && w.contains(url), "{w}");
+            assert_eq!(
+                t(url, false).exposed_headers(),
+                None,
+                "{url} without headers"
+            );
+        }
+        for url in [
+            "grpc://127.0.0.1:8980",
+            "grpc://localhost:1",
+            "grpc://[::1]:2",
+            "grpcs://farm:443",
+            "unix:/run/farm.sock",
+        ] {
+            assert_eq!(t(url, true).exposed_headers(), None, "{url}");
+        }
     }
 }

@@ -23,6 +23,9 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+/// The longest lld waits at the end of a link for its entry to be written.
+const ENTRY_WRITE: Duration = Duration::from_secs(3);
+
 /// A link's connection to the server, and the jobs it can run there.
 pub struct Remote {
     rt: tokio::runtime::Runtime,
@@ -77,7 +80,7 @@ impl Remote {
             by_content: options.by_content,
         };
         let (actions, why) = ActionPlan::build(&common, known, file, cwd, read);
-        let mut warnings = Vec::new();
+        let mut warnings: Vec<String> = options.target.exposed_headers().into_iter().collect();
         if let Err(e) = memo.save() {
             warnings.push(format!("remember the inputs' digests: {e}"));
         }
@@ -121,7 +124,7 @@ impl Remote {
             }
         });
         // The first, and how many: each job meets the same cause.
-        let problems = std::mem::take(&mut *lock(&self.ctx.disk_problems));
+        let problems = std::mem::take(&mut *lock(&self.ctx.lookup_problems));
         if let Some(first) = problems.iter().min() {
             let more = match problems.len() {
                 1 => String::new(),
@@ -202,16 +205,20 @@ impl Remote {
         if let Err(e) = self.ctx.later.known.save() {
             lock(&self.warnings).push(format!("remote: remember the jobs' actions: {e}"));
         }
-        if !*self.ctx.cancelled.borrow() {
+        // Not to a server found down: lld would wait on it for nothing.
+        if !*self.ctx.cancelled.borrow() && self.ctx.health.down().is_none() {
             let ctx = self.ctx.clone();
             let remembered = self.rt.block_on(async move {
-                tokio::time::timeout(Duration::from_secs(3), remember_entry(&ctx))
+                tokio::time::timeout(ENTRY_WRITE, remember_entry(&ctx))
                     .await
                     .unwrap_or_else(|_| Err("write the link's cache entry: timed out".into()))
             });
             if let Err(e) = remembered {
                 lock(&self.warnings).push(format!("remote: {e}"));
             }
+        }
+        if let Some(w) = self.ctx.health.warning() {
+            lock(&self.warnings).insert(0, w);
         }
         let _ = self.cancel.send(true);
         let cancelling = std::mem::take(&mut *lock(&self.cancelling));
@@ -278,5 +285,17 @@ async fn remember_entry(ctx: &Session) -> Result<(), String> {
         }
         state.iter().map(|s| s.result.clone()).collect()
     };
-    super::entry::remember(&ctx.client, entry, &results).await
+    match super::entry::remember(&ctx.client, entry, &results).await {
+        Ok(()) => Ok(()),
+        Err(s) if s.code() == tonic::Code::PermissionDenied => Err(format!(
+            "{} refuses this client's action-cache writes ({}): --remote-no-cache-write reads \
+             the cache without writing it",
+            ctx.server,
+            super::reapi::describe(&s)
+        )),
+        Err(s) => Err(format!(
+            "write the link's cache entry: {}",
+            super::reapi::describe(&s)
+        )),
+    }
 }

@@ -2,14 +2,15 @@
 //! job's remote state as one record (`JobState`: from the lookup, its cached result no good,
 //! its outputs from the disk cache, its action that could not be built, the operation in
 //! flight, its outputs as the server holds them) — with the counters of what was sent and
-//! fetched, and the retries of calls that failed transiently.
+//! fetched, and the server's health (`health`).
 //!
 //! It is shared, read-mostly, by the lookup, the upload and each job's execution; it does not
-//! make calls of its own beyond retrying the one it is given.
+//! make calls of its own.
 
 use super::action::JobAction;
 use super::entry::Entry;
-use super::reapi::{self, Client};
+use super::health::Health;
+use super::reapi::Client;
 use crate::job::outcome::RemoteInfo as Info;
 use crate::job::parse::JobFile;
 use bazel_remote_apis::build::bazel::remote::execution::v2 as re;
@@ -17,7 +18,6 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Mutex;
-use std::time::Duration;
 
 #[derive(Default)]
 pub(super) struct Counters {
@@ -25,36 +25,6 @@ pub(super) struct Counters {
     pub(super) uploaded_bytes: AtomicU64,
     pub(super) uploaded_blobs: AtomicU64,
     pub(super) downloaded_bytes: AtomicU64,
-}
-
-/// How many times a transient failure is tried again, and the first pause (then ×4).
-const RETRIES: u32 = 3;
-const BACKOFF: Duration = Duration::from_millis(250);
-
-/// The pauses between the tries of one call that failed transiently.
-pub(super) struct Backoff {
-    tries: u32,
-    pause: Duration,
-}
-
-impl Backoff {
-    pub(super) fn new() -> Backoff {
-        Backoff {
-            tries: 0,
-            pause: BACKOFF,
-        }
-    }
-
-    /// Waits before the next try; false, at once, when every retry is spent.
-    pub(super) async fn wait(&mut self) -> bool {
-        if self.tries >= RETRIES {
-            return false;
-        }
-        self.tries += 1;
-        tokio::time::sleep(self.pause).await;
-        self.pause *= 4;
-        true
-    }
 }
 
 /// One job's remote state, beyond its action.
@@ -100,10 +70,15 @@ pub(super) struct Session {
     pub(super) disk: Option<super::disk::Disk>,
     /// Each job's key among the remembered actions, when it has one.
     pub(super) keys: Vec<Option<String>>,
-    /// Why kept outputs could not be taken from the disk cache (not a miss: an error).
-    pub(super) disk_problems: Mutex<Vec<String>>,
+    /// What the lookup found wrong, not a mere miss: a kept output that could not be taken from
+    /// the disk cache, a cached output the server sent other than its digest.
+    pub(super) lookup_problems: Mutex<Vec<String>>,
     /// Each job's remote state.
     pub(super) state: Mutex<Vec<JobState>>,
+    /// Whether the server answers, for every call of the link.
+    pub(super) health: Health,
+    /// The server's URL, for messages.
+    pub(super) server: String,
 }
 
 impl Session {
@@ -120,20 +95,23 @@ impl Session {
         let n = actions.jobs.len();
         Session {
             client,
-            entry: super::entry::entry_key(&actions.jobs),
+            entry: options
+                .link_entry
+                .then(|| super::entry::entry_key(&actions.jobs))
+                .flatten(),
             jobs: actions.jobs,
             files: actions.files,
             inputs: actions.inputs,
             later: actions.later,
             uploaded: tokio::sync::OnceCell::new(),
             cache: options.cache,
-            cache_updates,
+            cache_updates: cache_updates && options.cache_write,
             entry_found: AtomicBool::new(false),
             disk: (options.disk_unused().is_none())
                 .then(|| options.disk.clone().map(super::disk::Disk::new))
                 .flatten(),
             keys: actions.keys,
-            disk_problems: Mutex::default(),
+            lookup_problems: Mutex::default(),
             cwd: cwd.to_path_buf(),
             outputs: file
                 .jobs
@@ -143,25 +121,8 @@ impl Session {
             cancelled,
             counters: Counters::default(),
             state: Mutex::new(vec![JobState::default(); n]),
-        }
-    }
-}
-
-/// Runs `f` again after transient failures, with backoff.
-pub(super) async fn retrying<T, F, Fut>(mut f: F) -> Result<T, tonic::Status>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<T, tonic::Status>>,
-{
-    let mut backoff = Backoff::new();
-    loop {
-        match f().await {
-            Err(s) if reapi::transient(s.code()) => {
-                if !backoff.wait().await {
-                    return Err(s);
-                }
-            }
-            other => return other,
+            health: Health::default(),
+            server: options.target.url.clone(),
         }
     }
 }

@@ -6,8 +6,9 @@
 //! It knows which blobs each job needs and how they are sent; it does not execute anything.
 
 use super::action::JobAction;
+use super::health::retrying;
 use super::reapi::{self, digest_of};
-use super::session::{retrying, Session};
+use super::session::Session;
 use crate::util::fsutil::lock;
 use bazel_remote_apis::build::bazel::remote::execution::v2 as re;
 use std::collections::{HashMap, HashSet};
@@ -101,7 +102,7 @@ pub(super) async fn upload_all(ctx: &Session) -> Result<(), String> {
     ctx.counters
         .distinct_blobs
         .store(needed.all.len() as u64, Ordering::Relaxed);
-    let missing = retrying(|| {
+    let missing = retrying(&ctx.health, &ctx.server, || {
         let mut c = ctx.client.clone();
         let all = needed.all.clone();
         async move { c.find_missing(&all).await }
@@ -151,7 +152,7 @@ fn bytes_of(needed: &Needed<'_>, digest: &re::Digest) -> Result<Option<Vec<u8>>,
 
 /// Uploads one blob too large for a batch through ByteStream.
 async fn send_stream(ctx: &Session, digest: re::Digest, data: Vec<u8>) -> Result<(), String> {
-    retrying(|| {
+    retrying(&ctx.health, &ctx.server, || {
         let mut c = ctx.client.clone();
         let (d, data) = (digest.clone(), data.clone());
         async move { c.stream_upload(&d, data).await }
@@ -168,7 +169,7 @@ async fn send_stream(ctx: &Session, digest: re::Digest, data: Vec<u8>) -> Result
 async fn send_batch(ctx: &Session, batch: Vec<(re::Digest, Vec<u8>)>) -> Result<(), String> {
     let n = batch.len();
     let bytes: usize = batch.iter().map(|(_, d)| d.len()).sum();
-    retrying(|| {
+    retrying(&ctx.health, &ctx.server, || {
         let mut c = ctx.client.clone();
         let batch = batch.clone();
         async move { c.batch_upload(batch).await }

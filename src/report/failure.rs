@@ -178,7 +178,6 @@ pub fn job_warnings(file: &JobFile, outcomes: &[Outcome]) {
     }
 }
 
-/// Tells which jobs fell back to a local run, and why.
 /// How a job that fell back first ran, and who wrote that run's stderr.
 fn first_run(o: &Outcome) -> (&'static str, &'static str) {
     if o.remote.is_some() {
@@ -188,22 +187,54 @@ fn first_run(o: &Outcome) -> (&'static str, &'static str) {
     }
 }
 
+/// Tells which jobs fell back to a local run, and why.
 pub fn fallbacks(file: &JobFile, outcomes: &[Outcome]) {
+    // Jobs that fell back for one reason, with nothing on stderr (a server found down fails
+    // every job left alike), are one warning.
+    let mut alike: Vec<(&str, &str, Vec<usize>)> = Vec::new();
     for o in outcomes {
         let Some(fb) = &o.fallback else {
             continue;
         };
         let (how, who) = first_run(o);
+        if fb.stderr.trim().is_empty() {
+            match alike
+                .iter_mut()
+                .find(|(r, h, _)| *r == fb.reason && *h == how)
+            {
+                Some((_, _, jobs)) => jobs.push(o.index),
+                None => alike.push((&fb.reason, how, vec![o.index])),
+            }
+            continue;
+        }
         let mut text = format!(
-            "job {} ({}) failed {how} ({}) and was run again locally",
+            "job {} ({}) failed {how} ({}) and was run again locally; the {who} said:\n",
             o.index,
             shell_line(&file.jobs[o.index].outputs),
             fb.reason
         );
-        if !fb.stderr.trim().is_empty() {
-            let _ = writeln!(text, "; the {who} said:");
-            indent(&fb.stderr, &mut text);
-        }
+        indent(&fb.stderr, &mut text);
         warning(text.trim_end());
+    }
+    for (reason, how, jobs) in alike {
+        let named = |i: &usize| format!("job {i} ({})", shell_line(&file.jobs[*i].outputs));
+        let text = match jobs.as_slice() {
+            [one] => format!(
+                "{} failed {how} ({reason}) and was run again locally",
+                named(one)
+            ),
+            _ => {
+                let mut list: Vec<String> = jobs.iter().take(3).map(named).collect();
+                if jobs.len() > 3 {
+                    list.push(format!("{} more", jobs.len() - 3));
+                }
+                format!(
+                    "{} jobs ({}) failed {how} ({reason}) and were run again locally",
+                    jobs.len(),
+                    list.join(", ")
+                )
+            }
+        };
+        warning(&text);
     }
 }

@@ -10,4 +10,5 @@ mod layers;
 mod reapi;
 mod record;
 mod remote;
+mod remote_faults;
 mod scheduler;

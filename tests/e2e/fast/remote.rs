@@ -10,7 +10,7 @@ use std::process::{Output, Stdio};
 
 /// Runs dtlto-bridge on `j.json` with the server's options, a report and `extra`; the output
 /// and the report (Null when none was written).
-fn link(s: &Space, server: &Server, extra: &[&str]) -> (Output, Value) {
+pub(super) fn link(s: &Space, server: &Server, extra: &[&str]) -> (Output, Value) {
     let report = s.tmp.with_file_name("report.json");
     let _ = fs::remove_file(&report);
     let mut cmd = s.bridge(&[&format!("--report={}", report.display())]);
@@ -23,7 +23,7 @@ fn link(s: &Space, server: &Server, extra: &[&str]) -> (Output, Value) {
 }
 
 /// `link`, which must succeed.
-fn linked(s: &Space, server: &Server, extra: &[&str]) -> (String, Value) {
+pub(super) fn linked(s: &Space, server: &Server, extra: &[&str]) -> (String, Value) {
     let (out, report) = link(s, server, extra);
     assert!(
         out.status.success(),
@@ -36,7 +36,7 @@ fn linked(s: &Space, server: &Server, extra: &[&str]) -> (String, Value) {
 }
 
 /// One field of each job of a report, by its JSON pointer ("" where it is not a string).
-fn each_job(report: &Value, pointer: &str) -> Vec<String> {
+pub(super) fn each_job(report: &Value, pointer: &str) -> Vec<String> {
     let jobs = report["jobs"].as_array().cloned().unwrap_or_default();
     jobs.iter()
         .map(|j| {
@@ -48,12 +48,12 @@ fn each_job(report: &Value, pointer: &str) -> Vec<String> {
         .collect()
 }
 
-fn ran(report: &Value) -> Vec<String> {
+pub(super) fn ran(report: &Value) -> Vec<String> {
     each_job(report, "/ran")
 }
 
 /// Three `sh` jobs, each writing an object after reading its inputs (`shared` is everyone's).
-fn three_jobs(s: &Space) {
+pub(super) fn three_jobs(s: &Space) {
     s.write("shared.h", "shared\n");
     let jobs: Vec<(String, Vec<String>, Vec<String>)> = (0..3)
         .map(|i| {
@@ -357,7 +357,7 @@ fn outputs_that_come_back_empty_missing_no_object_or_short_run_here() {
             0,
             "no object",
         ),
-        (Outputs::Real, 10, "came back with 64 of its 74 bytes"),
+        (Outputs::Real, 10, "sent 64 bytes of its 74"),
     ];
     for (outputs, delta, says) in cases {
         let server = Server::start();

@@ -136,8 +136,19 @@ impl Farm {
     }
 
     fn kill_server(&mut self) {
+        // A stopped server dies of SIGKILL too.
         let _ = self.server.kill();
         let _ = self.server.wait();
+    }
+
+    /// Sends the server `signal` (SIGKILL, SIGSTOP), by its PID.
+    fn signal_server(&mut self, signal: i32) {
+        let pid = self.server.id() as i32;
+        assert_eq!(
+            unsafe { libc::kill(pid, signal) },
+            0,
+            "signal {signal} to {pid}"
+        );
     }
 }
 
@@ -888,4 +899,51 @@ fn classic_link(space: &Space, version: u32, farm: Option<&Farm>) -> Command {
     ]);
     cmd.args(inputs);
     cmd
+}
+
+/// A farm killed (`kill -9`) or stopped (`kill -STOP`: its socket still takes connections, and
+/// nothing answers, not even HTTP/2 pings) while its worker runs the jobs: the link ends within
+/// the bound with the local program, and the user is told once.
+#[test]
+fn a_server_killed_or_stopped_mid_link_ends_the_link_within_seconds_with_the_local_program() {
+    for signal in [libc::SIGKILL, libc::SIGSTOP] {
+        let space = Space::new();
+        let inputs = space.hello();
+        let mut farm = Farm::start(1, &["--delay", "3"]);
+        let args = farm.args();
+        let (out, report, after) = {
+            let space = &space;
+            let inputs = inputs.clone();
+            std::thread::scope(|s| {
+                let handle = s.spawn(move || link(space, &args, &["--remote-timeout=4"], &inputs));
+                wait_for("a worker to start a job", || {
+                    farm.log().iter().any(|e| e.get("started").is_some())
+                });
+                let fault = Instant::now();
+                farm.signal_server(signal);
+                let (out, report) = handle.join().unwrap();
+                (out, report, fault.elapsed())
+            })
+        };
+        let err = stderr(&out);
+        assert_linked(&out);
+        assert_eq!(space.run_program("prog"), HELLO);
+        assert!(
+            ran(&report)
+                .iter()
+                .all(|r| r == "fallback" || r == "remote"),
+            "{signal}: {:?}",
+            ran(&report)
+        );
+        assert_eq!(
+            err.matches("the jobs still to go run here").count(),
+            1,
+            "{signal}: told once: {err}"
+        );
+        assert!(
+            after < Duration::from_secs(60),
+            "{signal}: the link ended {after:?} after the fault: {err}"
+        );
+        farm.kill_server();
+    }
 }

@@ -134,13 +134,18 @@ impl Exec {
     }
 
     /// The operation's messages from now on: where it is, then its end. Under
-    /// `break_streams`, where it is and then UNAVAILABLE.
+    /// `break_streams`, where it is and then UNAVAILABLE; under `end_streams`, where it is and
+    /// then the stream's clean end.
     fn follow(&self, op: Arc<Op>) -> Boxed<lr::Operation> {
-        let breaking = {
+        let (breaking, ending) = {
             let mut f = lock(&self.state.faults);
             let breaking = f.break_streams > 0;
             f.break_streams = f.break_streams.saturating_sub(1);
-            breaking
+            let ending = !breaking && f.end_streams > 0;
+            if ending {
+                f.end_streams -= 1;
+            }
+            (breaking, ending)
         };
         let (tx, rx) = mpsc::channel(4);
         let mut ended = op.done.subscribe();
@@ -152,6 +157,10 @@ impl Exec {
             if breaking {
                 let broken = Status::unavailable("the stream breaks on purpose (test fault)");
                 let _ = tx.send(Err(broken)).await;
+                return;
+            }
+            if ending {
+                // The stream ends here, cleanly: the client must follow the operation again.
                 return;
             }
             loop {

@@ -80,6 +80,9 @@ pub struct Faults {
     /// This many Execute and WaitExecution streams end with UNAVAILABLE after their first
     /// message, while the operation lives on (a connection lost mid-way).
     pub break_streams: usize,
+    /// This many Execute and WaitExecution streams end cleanly (no error) after their first
+    /// message, while the operation lives on (a proxy's idle or age limit).
+    pub end_streams: usize,
     /// Action-cache hits are not served by Execute (skip_cache_lookup or not): it always runs.
     pub execute_ignores_cache: bool,
 }

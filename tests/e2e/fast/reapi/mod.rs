@@ -17,10 +17,11 @@ mod cas;
 mod exec;
 mod executor;
 mod faults;
+mod relay;
 mod state;
 
 pub use faults::{Faults, Method, Outputs};
-pub use state::{Config, Executed};
+pub use state::{digest_of, Config, Executed};
 
 use bazel_remote_apis::build::bazel::remote::execution::v2 as re;
 use bazel_remote_apis::google::{bytestream as bs, longrunning as lr};
@@ -35,8 +36,11 @@ const MAX_MESSAGE: usize = 64 << 20;
 /// A running server; stopped, with its commands, when dropped.
 pub struct Server {
     rt: Option<tokio::runtime::Runtime>,
+    /// Where clients connect: the relay in front of the server.
     addr: std::net::SocketAddr,
     state: Arc<State>,
+    /// Whether the relay holds everything, as a stopped server would.
+    frozen: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Server {
@@ -56,7 +60,13 @@ impl Server {
         let listener = rt
             .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
             .expect("bind the server to 127.0.0.1:0");
-        let addr = listener.local_addr().expect("the server's address");
+        let back = listener.local_addr().expect("the server's address");
+        let front = rt
+            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+            .expect("bind the relay to 127.0.0.1:0");
+        let addr = front.local_addr().expect("the relay's address");
+        let frozen = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        rt.spawn(relay::run(front, back, frozen.clone()));
         let exec = exec::Exec::new(state.clone());
         let cas = cas::Cas {
             state: state.clone(),
@@ -93,6 +103,7 @@ impl Server {
             rt: Some(rt),
             addr,
             state,
+            frozen,
         }
     }
 
@@ -152,6 +163,18 @@ impl Server {
     /// Changes the switches, from now on: `server.set(|f| f.refuse_cache_writes = true)`.
     pub fn set(&self, change: impl FnOnce(&mut Faults)) {
         change(&mut lock(&self.state.faults));
+    }
+
+    /// Stops the server as `kill -STOP` would: its connections stay open and new ones are
+    /// taken, but nothing is answered from now on, not even HTTP/2 pings.
+    pub fn freeze(&self) {
+        self.frozen.store(true, Ordering::SeqCst);
+    }
+
+    /// Removes a blob from the CAS, as a server evicting it would (its action-cache entries
+    /// stay).
+    pub fn evict(&self, digest: &re::Digest) {
+        self.state.evict(digest);
     }
 
     /// Stops the server as a crash would: every connection dropped, every command killed.

@@ -167,6 +167,11 @@ impl State {
         Some(data)
     }
 
+    /// Removes a blob, as an eviction would.
+    pub fn evict(&self, digest: &re::Digest) {
+        lock(&self.cas).remove(&digest.hash);
+    }
+
     pub fn blob_count(&self) -> usize {
         lock(&self.cas).len()
     }
