@@ -1,6 +1,6 @@
-//! Execute: one remote job, from its upload (shared by the link) to verified outputs — Execute
-//! with the operation's stream resumed where it can be, the result's stderr, its outputs
-//! fetched and written whole, then checked like a local run's.
+//! Execute: one remote job, from its upload (blobs shared with other jobs sent once) to verified
+//! outputs — Execute with the operation's stream resumed where it can be, the result's stderr,
+//! its outputs fetched and written whole, then checked like a local run's.
 //!
 //! It knows one job's calls and their order; it does not decide which job goes remote or what
 //! a failure leads to.
@@ -10,7 +10,7 @@ use super::blob;
 use super::health::{retrying, Backoff};
 use super::reapi::{self, Client, Executed};
 use super::session::{info_of, worker_name, Session};
-use super::upload::upload_all;
+use super::upload::upload_job;
 use crate::job::outcome::{self, RemoteEnd as End, RemoteInfo as Info, Status};
 use crate::util::fsutil::{lock, write_whole};
 use bazel_remote_apis::build::bazel::remote::execution::v2 as re;
@@ -59,13 +59,10 @@ pub(super) async fn run_job(ctx: &Session, index: usize) -> End {
         return failed(start, info, format!("remote: {why}"));
     }
     let t = std::time::Instant::now();
-    let uploaded = ctx.uploaded.get_or_init(|| upload_all(ctx)).await;
+    let uploaded = upload_job(ctx, index, job).await;
     info.upload_seconds = seconds(t);
     if let Err(e) = uploaded {
         return failed(start, info, format!("remote: {e}"));
-    }
-    if let Some(e) = lock(&ctx.state)[index].unbuilt.clone() {
-        return failed(start, info, e);
     }
     let (end, untaken) = attempt(ctx, index, job, start, info.clone()).await;
     let evicted = untaken && end.info.cached;

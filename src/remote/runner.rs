@@ -132,11 +132,6 @@ impl Remote {
             };
             lock(&self.warnings).push(format!("remote: {first}{more}"));
         }
-        let mut state = lock(&self.ctx.state);
-        for (i, _) in ends.iter().enumerate().filter(|(_, e)| e.is_some()) {
-            state[i].hit = true;
-        }
-        drop(state);
         ends
     }
 

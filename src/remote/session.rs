@@ -1,7 +1,7 @@
 //! Session: one link's remote state — the connection, every job's action and inputs, and each
-//! job's remote state as one record (`JobState`: from the lookup, its cached result no good,
-//! its outputs from the disk cache, its action that could not be built, the operation in
-//! flight, its outputs as the server holds them) — with the counters of what was sent and
+//! job's remote state as one record (`JobState`: its cached result no good, its outputs from
+//! the disk cache, the operation in flight, its outputs as the server holds them), the blobs
+//! sent — with the counters of what was sent and
 //! fetched, and the server's health (`health`).
 //!
 //! It is shared, read-mostly, by the lookup, the upload and each job's execution; it does not
@@ -30,14 +30,10 @@ pub(super) struct Counters {
 /// One job's remote state, beyond its action.
 #[derive(Clone, Debug, Default)]
 pub(super) struct JobState {
-    /// It came from the lookup: its inputs need not be uploaded.
-    pub hit: bool,
     /// Its cached result was no good: it executes, never from the cache.
     pub bad_result: bool,
     /// Its outputs came from the disk cache: they are kept there already.
     pub from_disk: bool,
-    /// Remembered from the last link, its action could not be built whole again: why.
-    pub unbuilt: Option<String>,
     /// The name of its operation on the server, while it executes.
     pub operation: Option<String>,
     /// Its outputs as the server holds them, once it has them (for the link's entry).
@@ -54,7 +50,8 @@ pub(super) struct Session {
     pub(super) inputs: Vec<Vec<String>>,
     /// What building the jobs remembered (not whole) takes, should they execute.
     pub(super) later: super::plan::Later,
-    pub(super) uploaded: tokio::sync::OnceCell<Result<(), String>>,
+    /// Each blob a job has sent or is sending, by hash: the jobs that need it too wait for it.
+    pub(super) sent: Mutex<HashMap<String, super::upload::Sent>>,
     pub(super) cache: bool,
     /// Whether the server takes action-cache updates (for the link's entry).
     pub(super) cache_updates: bool,
@@ -103,7 +100,7 @@ impl Session {
             files: actions.files,
             inputs: actions.inputs,
             later: actions.later,
-            uploaded: tokio::sync::OnceCell::new(),
+            sent: Mutex::default(),
             cache: options.cache,
             cache_updates: cache_updates && options.cache_write,
             entry_found: AtomicBool::new(false),

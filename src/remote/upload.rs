@@ -1,9 +1,12 @@
-//! Upload: puts in the CAS what the server lacks of every input and action message of the
-//! jobs still to run, once per link — the jobs remembered from the last link built whole
-//! first, one FindMissingBlobs, then batches filled to the server's limit and large blobs
-//! through ByteStream.
+//! Upload: puts in the CAS what one job needs and the server lacks, as soon as the job is sent
+//! — its action's messages and its input files (a job remembered from the last link is built
+//! whole first) — so that each job executes once its own inputs are there, not once the whole
+//! link's are. A blob is sent once per link: the first job that needs it sends it, the others
+//! wait for that. What the server lacks is asked once per job (FindMissingBlobs), and the
+//! missing blobs go in batches filled to the server's limit and, when too large for one,
+//! through ByteStream, several calls in flight.
 //!
-//! It knows which blobs each job needs and how they are sent; it does not execute anything.
+//! It knows which blobs a job needs and how they are sent; it does not execute anything.
 
 use super::action::JobAction;
 use super::health::retrying;
@@ -11,168 +14,197 @@ use super::reapi::{self, digest_of};
 use super::session::Session;
 use crate::util::fsutil::lock;
 use bazel_remote_apis::build::bazel::remote::execution::v2 as re;
-use std::collections::{HashMap, HashSet};
+use futures_util::{StreamExt, TryStreamExt};
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
+use tokio::sync::watch;
 
-/// The blobs of a link's upload: the action messages by digest (held in memory), the input
-/// files by digest (read when sent), and every digest once.
-#[derive(Default)]
-struct Needed<'a> {
-    messages: HashMap<String, &'a [u8]>,
-    files: HashMap<&'a String, &'a (re::Digest, PathBuf)>,
-    all: Vec<re::Digest>,
+/// Upload calls one job has in flight at once.
+const IN_FLIGHT: usize = 4;
+
+/// How a blob's upload ended, for the jobs that wait for it (None: under way).
+pub(super) type Sent = watch::Receiver<Option<Result<(), String>>>;
+/// Where a blob's upload's end is told.
+type Tell = watch::Sender<Option<Result<(), String>>>;
+/// A job's action built whole again: itself, and the files it uses by digest.
+type Rebuilt = (JobAction, Vec<(re::Digest, PathBuf)>);
+
+/// Where a blob this job sends comes from.
+enum Source<'a> {
+    Message(&'a [u8]),
+    File(PathBuf),
 }
 
-/// The actions of the jobs to run, remembered from the last link, built whole now on every
-/// core; one that cannot be (it is not what was remembered) fails alone, and runs here.
-fn rebuild(ctx: &Session, to_run: &[usize]) -> Vec<(JobAction, Vec<(re::Digest, PathBuf)>)> {
-    let rebuilt: Vec<(usize, super::plan::Built)> = tokio::task::block_in_place(|| {
-        use rayon::prelude::*;
-        to_run
-            .par_iter()
-            .filter_map(|&i| Some((i, ctx.jobs[i].as_ref().filter(|j| !j.whole)?)))
-            .map(|(i, job)| {
-                let built = match &ctx.keys[i] {
-                    Some(key) => ctx.later.build(i, key, &job.action_digest),
-                    None => Err("it was not remembered".into()),
-                };
-                (i, built)
-            })
-            .collect()
-    });
-    let mut state = lock(&ctx.state);
-    rebuilt
-        .into_iter()
-        .filter_map(|(i, built)| match built {
-            Ok(built) => Some(built),
-            Err(e) => {
-                state[i].unbuilt = Some(format!("remote: build the action of job {i}: {e}"));
-                None
-            }
-        })
-        .collect()
+/// The blobs this job sends (each with the sender the jobs that wait for it watch), and the
+/// uploads of other jobs it waits for.
+struct Claimed<'a> {
+    mine: Vec<(re::Digest, Source<'a>, Tell)>,
+    others: Vec<Sent>,
 }
 
-/// Every blob the jobs of `to_run` need, each once.
-fn needed<'a>(
-    ctx: &'a Session,
-    to_run: &[usize],
-    rebuilt: &'a [(JobAction, Vec<(re::Digest, PathBuf)>)],
-) -> Needed<'a> {
-    let mut n = Needed {
-        files: ctx.files.iter().collect(),
-        ..Needed::default()
-    };
-    let mut seen = HashSet::new();
-    let mut used: HashSet<&String> = to_run.iter().flat_map(|&i| &ctx.inputs[i]).collect();
-    for (_, uses) in rebuilt {
-        for found in uses {
-            n.files.insert(&found.0.hash, found);
-            used.insert(&found.0.hash);
-        }
+/// The job's action built whole when it was remembered from the last link (its blobs and the
+/// files it uses); None when it is whole already.
+fn rebuilt(ctx: &Session, index: usize, job: &JobAction) -> Result<Option<Rebuilt>, String> {
+    if job.whole {
+        return Ok(None);
     }
-    let whole = to_run
+    let built = match &ctx.keys[index] {
+        Some(key) => {
+            tokio::task::block_in_place(|| ctx.later.build(index, key, &job.action_digest))
+        }
+        None => Err("it was not remembered".into()),
+    };
+    built
+        .map(Some)
+        .map_err(|e| format!("build the action of job {index}: {e}"))
+}
+
+/// Takes the blobs of the job no other job sends yet; the rest are waited for.
+fn claim<'a>(
+    ctx: &Session,
+    messages: &'a [(re::Digest, Vec<u8>)],
+    files: Vec<(re::Digest, PathBuf)>,
+) -> Claimed<'a> {
+    let mut sent = lock(&ctx.sent);
+    let mut c = Claimed {
+        mine: Vec::new(),
+        others: Vec::new(),
+    };
+    let all = (messages
         .iter()
-        .filter_map(|&i| ctx.jobs[i].as_ref())
-        .filter(|j| j.whole)
-        .chain(rebuilt.iter().map(|(j, _)| j));
-    for (digest, bytes) in whole.flat_map(|j| j.blobs.iter()) {
-        if seen.insert(digest.hash.clone()) {
-            n.messages.insert(digest.hash.clone(), bytes);
-            n.all.push(digest.clone());
+        .map(|(d, b)| (d.clone(), Source::Message(b))))
+    .chain(files.into_iter().map(|(d, p)| (d, Source::File(p))));
+    for (digest, source) in all {
+        match sent.get(&digest.hash) {
+            Some(rx) => c.others.push(rx.clone()),
+            None => {
+                let (tx, rx) = watch::channel(None);
+                sent.insert(digest.hash.clone(), rx);
+                c.mine.push((digest, source, tx));
+            }
         }
     }
-    for (digest, _) in n.files.values() {
-        if used.contains(&digest.hash) && seen.insert(digest.hash.clone()) {
-            n.all.push(digest.clone());
-        }
-    }
-    n
-}
-
-/// Uploads what the server lacks of every input and every action message of the link, once.
-pub(super) async fn upload_all(ctx: &Session) -> Result<(), String> {
-    let to_run: Vec<usize> = {
-        let state = lock(&ctx.state);
-        (0..ctx.jobs.len()).filter(|&i| !state[i].hit).collect()
-    };
-    let rebuilt = rebuild(ctx, &to_run);
-    let needed = needed(ctx, &to_run, &rebuilt);
     ctx.counters
         .distinct_blobs
-        .store(needed.all.len() as u64, Ordering::Relaxed);
+        .fetch_add(c.mine.len() as u64, Ordering::Relaxed);
+    c
+}
+
+/// Puts in the CAS what job `index` (`job`) needs and the server lacks, and waits for the
+/// blobs other jobs send for it.
+pub(super) async fn upload_job(ctx: &Session, index: usize, job: &JobAction) -> Result<(), String> {
+    let rebuilt = rebuilt(ctx, index, job)?;
+    let (messages, files) = match &rebuilt {
+        Some((whole, uses)) => (&whole.blobs, uses.clone()),
+        None => {
+            let files = ctx.inputs[index]
+                .iter()
+                .filter_map(|hash| ctx.files.get(hash).cloned())
+                .collect();
+            (&job.blobs, files)
+        }
+    };
+    let Claimed { mine, others } = claim(ctx, messages, files);
+    let result = send(ctx, &mine).await;
+    for (_, _, tx) in &mine {
+        let _ = tx.send(Some(result.clone()));
+    }
+    result?;
+    for mut rx in others {
+        let done = rx.wait_for(Option::is_some).await;
+        if let Ok(done) = done {
+            if let Some(Err(e)) = &*done {
+                return Err(e.clone());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Sends what the server lacks of `mine`.
+async fn send(ctx: &Session, mine: &[(re::Digest, Source<'_>, Tell)]) -> Result<(), String> {
+    if mine.is_empty() {
+        return Ok(());
+    }
+    let all: Vec<re::Digest> = mine.iter().map(|(d, _, _)| d.clone()).collect();
     let missing = retrying(&ctx.health, &ctx.server, || {
         let mut c = ctx.client.clone();
-        let all = needed.all.clone();
+        let all = all.clone();
         async move { c.find_missing(&all).await }
     })
     .await
     .map_err(|s| format!("ask the CAS which inputs it lacks: {}", reapi::describe(&s)))?;
-
-    let mut batch: Vec<(re::Digest, Vec<u8>)> = Vec::new();
-    let mut batch_size = 0;
-    let max = ctx.client.max_batch;
+    let sources: HashMap<&str, &Source<'_>> =
+        mine.iter().map(|(d, s, _)| (d.hash.as_str(), s)).collect();
+    let mut blobs = Vec::new();
     for digest in missing {
-        let Some(data) = bytes_of(&needed, &digest)? else {
-            continue;
-        };
-        if !ctx.client.batchable(data.len()) {
-            send_stream(ctx, digest, data).await?;
-            continue;
+        if let Some(source) = sources.get(digest.hash.as_str()) {
+            let data = bytes_of(source, &digest)?;
+            blobs.push((digest, data));
         }
-        if batch_size + data.len() + 1024 > max {
-            send_batch(ctx, std::mem::take(&mut batch)).await?;
-            batch_size = 0;
-        }
-        batch_size += data.len() + 1024;
-        batch.push((digest, data));
     }
-    if !batch.is_empty() {
-        send_batch(ctx, batch).await?;
-    }
+    let calls = pack(blobs, ctx.client.max_batch);
+    futures_util::stream::iter(calls.into_iter().map(|call| send_call(ctx, call)))
+        .buffer_unordered(IN_FLIGHT)
+        .try_collect::<Vec<()>>()
+        .await?;
     Ok(())
 }
 
-/// The bytes of a blob the server lacks (None: not one of the link's), checked against its
-/// digest when read from a file.
-fn bytes_of(needed: &Needed<'_>, digest: &re::Digest) -> Result<Option<Vec<u8>>, String> {
-    if let Some(b) = needed.messages.get(&digest.hash) {
-        return Ok(Some(b.to_vec()));
+/// The upload calls of `blobs`: batches filled to `max` bytes (each blob counted with 1 KiB of
+/// framing), and each blob too large for a batch alone, for ByteStream.
+fn pack(blobs: Vec<(re::Digest, Vec<u8>)>, max: usize) -> Vec<Vec<(re::Digest, Vec<u8>)>> {
+    let mut calls: Vec<Vec<(re::Digest, Vec<u8>)>> = Vec::new();
+    let mut size = usize::MAX;
+    for (digest, data) in blobs {
+        let cost = data.len() + 1024;
+        if cost > max {
+            calls.push(vec![(digest, data)]);
+            // Alone in its call: the next blob starts a batch.
+            size = usize::MAX;
+        } else if size.saturating_add(cost) > max {
+            calls.push(vec![(digest, data)]);
+            size = cost;
+        } else {
+            size += cost;
+            calls.last_mut().expect("a batch").push((digest, data));
+        }
     }
-    let Some((_, path)) = needed.files.get(&digest.hash) else {
-        return Ok(None);
+    calls
+}
+
+/// The bytes of a blob the server lacks, checked against its digest when read from a file.
+fn bytes_of(source: &Source<'_>, digest: &re::Digest) -> Result<Vec<u8>, String> {
+    let path = match source {
+        Source::Message(bytes) => return Ok(bytes.to_vec()),
+        Source::File(path) => path,
     };
-    let data = std::fs::read(path).map_err(|e| format!("read {}: {e}", path.display()))?;
+    let data = tokio::task::block_in_place(|| std::fs::read(path))
+        .map_err(|e| format!("read {}: {e}", path.display()))?;
     if digest_of(&data) != *digest {
         return Err(format!("{} changed while the link ran", path.display()));
     }
-    Ok(Some(data))
+    Ok(data)
 }
 
-/// Uploads one blob too large for a batch through ByteStream.
-async fn send_stream(ctx: &Session, digest: re::Digest, data: Vec<u8>) -> Result<(), String> {
+/// One upload call: a batch, or one blob too large for a batch through ByteStream.
+async fn send_call(ctx: &Session, call: Vec<(re::Digest, Vec<u8>)>) -> Result<(), String> {
+    let n = call.len();
+    let bytes: usize = call.iter().map(|(_, d)| d.len()).sum();
+    let stream = n == 1 && !ctx.client.batchable(bytes);
     retrying(&ctx.health, &ctx.server, || {
         let mut c = ctx.client.clone();
-        let (d, data) = (digest.clone(), data.clone());
-        async move { c.stream_upload(&d, data).await }
-    })
-    .await
-    .map_err(|s| format!("upload {}: {}", digest.hash, reapi::describe(&s)))?;
-    ctx.counters.uploaded_blobs.fetch_add(1, Ordering::Relaxed);
-    ctx.counters
-        .uploaded_bytes
-        .fetch_add(data.len() as u64, Ordering::Relaxed);
-    Ok(())
-}
-
-async fn send_batch(ctx: &Session, batch: Vec<(re::Digest, Vec<u8>)>) -> Result<(), String> {
-    let n = batch.len();
-    let bytes: usize = batch.iter().map(|(_, d)| d.len()).sum();
-    retrying(&ctx.health, &ctx.server, || {
-        let mut c = ctx.client.clone();
-        let batch = batch.clone();
-        async move { c.batch_upload(batch).await }
+        let call = call.clone();
+        async move {
+            match stream {
+                true => {
+                    let (digest, data) = call.into_iter().next().expect("one blob");
+                    c.stream_upload(&digest, data).await
+                }
+                false => c.batch_upload(call).await,
+            }
+        }
     })
     .await
     .map_err(|s| format!("upload {n} blob(s): {}", reapi::describe(&s)))?;
@@ -183,4 +215,31 @@ async fn send_batch(ctx: &Session, batch: Vec<(re::Digest, Vec<u8>)>) -> Result<
         .uploaded_bytes
         .fetch_add(bytes as u64, Ordering::Relaxed);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn batches_fill_to_the_limit_and_a_large_blob_goes_alone() {
+        let blob = |n: usize| (digest_of(&vec![n as u8; n]), vec![n as u8; n]);
+        let sizes = |calls: &[Vec<(re::Digest, Vec<u8>)>]| -> Vec<Vec<usize>> {
+            calls
+                .iter()
+                .map(|c| c.iter().map(|(_, d)| d.len()).collect())
+                .collect()
+        };
+        // A limit of 4,100 bytes: three blobs of about 1 KiB (2 KiB each with framing) make
+        // two batches; a 5,000-byte one goes alone, and the blob after it starts a new batch.
+        let calls = pack(
+            vec![blob(1024), blob(1025), blob(1026), blob(5000), blob(10)],
+            4100,
+        );
+        assert_eq!(
+            sizes(&calls),
+            [vec![1024, 1025], vec![1026], vec![5000], vec![10]]
+        );
+        assert!(pack(Vec::new(), 4096).is_empty());
+    }
 }

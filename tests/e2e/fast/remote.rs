@@ -152,7 +152,9 @@ fn every_job_runs_remotely_with_exactly_its_inputs_and_each_blob_goes_up_once() 
         "{remote}"
     );
     assert_eq!(remote["server"], server.url());
-    assert_eq!(server.calls(Method::FindMissingBlobs), 1);
+    // Each job's own blobs are asked for when it is sent, so that it executes as soon as they
+    // are in.
+    assert_eq!(server.calls(Method::FindMissingBlobs), 3);
     assert_eq!(server.calls(Method::GetCapabilities), 1, "one connection");
     assert!(s.leftovers().is_empty(), "{:?}", s.leftovers());
 }
@@ -545,8 +547,8 @@ fn transient_failures_are_retried_and_a_broken_stream_is_reattached() {
     assert_eq!(ran(&report), ["remote"; 3], "{err}");
     assert_eq!(
         server.calls(Method::FindMissingBlobs),
-        3,
-        "two failures, then an answer"
+        5,
+        "two failures, then an answer, and one call for each of the other two jobs"
     );
     assert_eq!(server.calls(Method::Execute), 3);
     assert_eq!(
