@@ -58,7 +58,7 @@ pub(super) fn start_remote(p: &mut Prepared<'_>) -> Remoting {
 
 /// Each job's end when the action cache had it (its outputs written and verified), looked up
 /// before anything starts; empty without a server. A signal stops the lookup.
-pub(super) fn look_up(remoting: &Remoting, watch: &Watch) -> Vec<Option<RemoteEnd>> {
+pub(super) fn look_up(remoting: &mut Remoting, watch: &Watch) -> Vec<Option<RemoteEnd>> {
     let Some(remote) = &remoting.remote else {
         return Vec::new();
     };
@@ -67,7 +67,13 @@ pub(super) fn look_up(remoting: &Remoting, watch: &Watch) -> Vec<Option<RemoteEn
     if watch.received().is_some() {
         return Vec::new();
     }
-    remote.look_up()
+    let hits = remote.look_up();
+    // A hit is done: the scheduler, which starts remote jobs before their launchers come, must
+    // not send it again.
+    for (ok, hit) in remoting.ok.iter_mut().zip(&hits) {
+        *ok &= hit.is_none();
+    }
+    hits
 }
 
 impl RemoteLane for crate::remote::Remote {

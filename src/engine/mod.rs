@@ -55,8 +55,8 @@ pub fn run_file(
         return Ok(());
     };
     let start = outcome::now();
-    let remote = decide::start_remote(&mut prepared);
-    let hits = decide::look_up(&remote, watch);
+    let mut remote = decide::start_remote(&mut prepared);
+    let hits = decide::look_up(&mut remote, watch);
     let executed = match execute::execute(&mut prepared, remote, &hits, start, watch) {
         Ok(executed) => executed,
         Err(fail) => {

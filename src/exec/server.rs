@@ -354,6 +354,12 @@ impl Server {
                     s.apply(&mut inner, actions);
                 }
             })?;
+        {
+            // Remote jobs start now, before their launchers come.
+            let mut inner = shared.lock();
+            let actions = inner.core.start();
+            shared.apply(&mut inner, actions);
+        }
         if let Some(d) = &shared.setup.direct {
             // Every job is ready at once, as if its launcher had said hello.
             let mut inner = shared.lock();

@@ -27,6 +27,9 @@ pub(super) struct Counters {
     pub(super) downloaded_bytes: AtomicU64,
 }
 
+/// How a blob's upload ended, for the jobs that wait for it (None: under way).
+pub(super) type Sent = tokio::sync::watch::Receiver<Option<Result<(), String>>>;
+
 /// One job's remote state, beyond its action.
 #[derive(Clone, Debug, Default)]
 pub(super) struct JobState {
@@ -51,7 +54,7 @@ pub(super) struct Session {
     /// What building the jobs remembered (not whole) takes, should they execute.
     pub(super) later: super::plan::Later,
     /// Each blob a job has sent or is sending, by hash: the jobs that need it too wait for it.
-    pub(super) sent: Mutex<HashMap<String, super::upload::Sent>>,
+    pub(super) sent: Mutex<HashMap<String, Sent>>,
     pub(super) cache: bool,
     /// Whether the server takes action-cache updates (for the link's entry).
     pub(super) cache_updates: bool,

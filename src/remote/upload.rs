@@ -11,7 +11,7 @@
 use super::action::JobAction;
 use super::health::retrying;
 use super::reapi::{self, digest_of};
-use super::session::Session;
+use super::session::{Sent, Session};
 use crate::util::fsutil::lock;
 use bazel_remote_apis::build::bazel::remote::execution::v2 as re;
 use futures_util::{StreamExt, TryStreamExt};
@@ -23,8 +23,6 @@ use tokio::sync::watch;
 /// Upload calls one job has in flight at once.
 const IN_FLIGHT: usize = 4;
 
-/// How a blob's upload ended, for the jobs that wait for it (None: under way).
-pub(super) type Sent = watch::Receiver<Option<Result<(), String>>>;
 /// Where a blob's upload's end is told.
 type Tell = watch::Sender<Option<Result<(), String>>>;
 /// A job's action built whole again: itself, and the files it uses by digest.

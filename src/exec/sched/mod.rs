@@ -181,6 +181,12 @@ pub struct Core {
     stopped: bool,
     running: usize,
     done: usize,
+    /// Whether each job's launcher said hello: a remote job starts before it does.
+    launcher: Vec<bool>,
+    /// What each job whose launcher had not come yet when it ended is told when it comes.
+    owed: Vec<Option<i32>>,
+    /// Whether remote jobs were started before their launchers came (`start`).
+    early: bool,
 }
 
 impl Core {
@@ -210,6 +216,63 @@ impl Core {
             stopped: false,
             running: 0,
             done: 0,
+            launcher: vec![false; n],
+            owed: vec![None; n],
+            early: false,
+        }
+    }
+
+    /// Starts the jobs that may run remotely, costliest first, before their launchers come:
+    /// a remote job needs no local slot, and its launcher only waits for its end.
+    pub fn start(&mut self) -> Vec<Step> {
+        if self.remote_jobs == 0 {
+            return Vec::new();
+        }
+        self.early = true;
+        for index in 0..self.phase.len() {
+            if self.remote.get(index) == Some(&true) && self.phase[index] == Phase::Waiting {
+                self.phase[index] = Phase::Ready;
+                self.ready_remote.push(Entry {
+                    cost: self.cost[index],
+                    index,
+                });
+            }
+        }
+        self.dispatch()
+    }
+
+    /// Tells job `index`'s launcher to finish with `code`, or, when it has not come yet, when
+    /// it comes.
+    fn finish(&mut self, index: usize, code: i32) -> Option<Step> {
+        if self.launcher[index] {
+            Some(Step::Finish { index, code })
+        } else {
+            self.owed[index] = Some(code);
+            None
+        }
+    }
+
+    /// The launcher of a job started before it came said hello.
+    fn late_hello(&mut self, index: usize) -> Vec<Step> {
+        self.launcher[index] = true;
+        self.connected += 1;
+        if self.connected >= self.expected {
+            self.gathering = false;
+        }
+        match self.phase[index] {
+            Phase::Done => {
+                let code = self.owed[index].take().unwrap_or(0);
+                vec![Step::Finish { index, code }]
+            }
+            // It failed remotely and runs here: its launcher runs it.
+            Phase::Ready if !self.records[index].attempts.is_empty() => {
+                self.ready.push(Entry {
+                    cost: self.cost[index],
+                    index,
+                });
+                self.dispatch()
+            }
+            _ => Vec::new(),
         }
     }
 
@@ -240,9 +303,16 @@ impl Core {
 
     /// Job `index`'s launcher is ready. None when no such job waits for a launcher.
     pub fn hello(&mut self, index: usize) -> Option<Vec<Step>> {
+        let early = self.phase.get(index).is_some_and(|p| *p != Phase::Waiting)
+            && self.remote.get(index) == Some(&true)
+            && !self.launcher[index];
+        if early {
+            return Some(self.late_hello(index));
+        }
         if self.phase.get(index) != Some(&Phase::Waiting) {
             return None;
         }
+        self.launcher[index] = true;
         if let Some(sig) = self.cancelled {
             self.phase[index] = Phase::Done;
             return Some(vec![Step::Finish {
@@ -362,20 +432,20 @@ impl Core {
         if failed && self.remote_fallback && self.cancelled.is_none() {
             self.phase[index] = Phase::Ready;
             self.running -= 1;
-            self.ready.push(Entry {
-                cost: self.cost[index],
-                index,
-            });
+            // Without its launcher yet, it waits for it (`late_hello`).
+            if self.launcher[index] {
+                self.ready.push(Entry {
+                    cost: self.cost[index],
+                    index,
+                });
+            }
             return self.dispatch();
         }
         record.finished = true;
         self.phase[index] = Phase::Done;
         self.running -= 1;
         self.done += 1;
-        let mut steps = vec![Step::Finish {
-            index,
-            code: i32::from(failed),
-        }];
+        let mut steps: Vec<Step> = self.finish(index, i32::from(failed)).into_iter().collect();
         if failed {
             steps.extend(self.stop_starting(1));
         }
@@ -419,10 +489,8 @@ impl Core {
             match self.phase[index] {
                 Phase::Ready | Phase::Remote => {
                     self.phase[index] = Phase::Done;
-                    steps.push(Step::Finish {
-                        index,
-                        code: crate::exec::process::exit_code(signal),
-                    });
+                    let code = crate::exec::process::exit_code(signal);
+                    steps.extend(self.finish(index, code));
                 }
                 Phase::Running { .. } => steps.push(Step::Cancel { index, signal }),
                 _ => {}
@@ -447,7 +515,7 @@ impl Core {
         for index in 0..self.phase.len() {
             if self.phase[index] == Phase::Ready {
                 self.phase[index] = Phase::Done;
-                steps.push(Step::Finish { index, code });
+                steps.extend(self.finish(index, code));
             }
         }
         self.ready.clear();
@@ -466,7 +534,9 @@ impl Core {
     /// gives back those no job needs.
     fn dispatch(&mut self) -> Vec<Step> {
         let mut steps = Vec::new();
-        if self.cancelled.is_none() && !self.gathering && !self.stopped {
+        let going = self.cancelled.is_none() && !self.stopped;
+        // Remote jobs started early are all known: no launcher needs gathering for them.
+        if going && (!self.gathering || self.early) {
             while self.remote_running < self.remote_jobs {
                 let Some(Entry { index, .. }) = self.ready_remote.pop() else {
                     break;
@@ -482,6 +552,8 @@ impl Core {
                     attempt: self.records[index].attempts.len(),
                 });
             }
+        }
+        if going && !self.gathering {
             while !self.free.is_empty() {
                 let Some(Entry { index, .. }) = self.ready.pop() else {
                     break;
@@ -530,264 +602,4 @@ impl Core {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn status(code: i32) -> Status {
-        Status {
-            code: Some(code),
-            signal: None,
-            spawn_error: None,
-            start: 0.0,
-            end: 1.0,
-        }
-    }
-
-    fn policy(own: usize, can_grow: bool, expected: usize) -> Policy {
-        Policy {
-            wrapped: false,
-            fallback: false,
-            expected,
-            own,
-            can_grow,
-            remote: Vec::new(),
-            remote_jobs: 0,
-            remote_fallback: false,
-            stop_after_failure: false,
-        }
-    }
-
-    fn runs(steps: &[Step]) -> Vec<usize> {
-        steps
-            .iter()
-            .filter_map(|a| match a {
-                Step::Run { index, .. } => Some(*index),
-                _ => None,
-            })
-            .collect()
-    }
-
-    #[test]
-    fn with_stop_after_failure_a_failed_job_frees_no_slot_for_another() {
-        let mut core = Core::new(
-            vec![3.0, 2.0, 1.0],
-            &Policy {
-                stop_after_failure: true,
-                ..policy(1, false, 3)
-            },
-        );
-        let mut a = Vec::new();
-        for i in 0..3 {
-            a.extend(core.hello(i).unwrap());
-        }
-        assert_eq!(runs(&a), [0]);
-        let a = core.exited(0, status(3), Some("exit status 3".into()));
-        assert!(
-            runs(&a).is_empty(),
-            "nothing starts after the failure: {a:?}"
-        );
-        for index in [0, 1, 2] {
-            assert!(
-                a.iter().any(
-                    |x| matches!(x, Step::Finish { index: i, code } if *i == index && *code != 0)
-                ),
-                "job {index} is told to finish: {a:?}"
-            );
-        }
-        assert_eq!(core.counts(), (0, 1));
-    }
-
-    #[test]
-    fn the_costliest_ready_job_gets_each_slot() {
-        let mut core = Core::new(vec![1.0, 5.0, 3.0, 5.0], &policy(1, true, 4));
-        let mut asked = 0;
-        for i in 0..4 {
-            let a = core.hello(i).unwrap();
-            for action in &a {
-                if let Step::Request(n) = action {
-                    asked += n;
-                }
-            }
-            if i < 3 {
-                assert!(runs(&a).is_empty(), "gathering: {a:?}");
-            } else {
-                // All four connected: the own slot goes to the costliest (ties: lower index).
-                assert_eq!(runs(&a), [1]);
-            }
-        }
-        assert_eq!(
-            asked, 3,
-            "the three others wait for slots asked of the supply"
-        );
-        assert_eq!(runs(&core.slot_arrived()), [3]);
-        assert_eq!(runs(&core.exited(1, status(0), None)), [2]);
-        assert_eq!(runs(&core.slot_arrived()), [0]);
-        // Nothing waits any more: the last slot to arrive goes back.
-        let a = core.exited(3, status(0), None);
-        assert!(a.contains(&Step::Release(1)), "{a:?}");
-        assert!(core.hello(3).is_none(), "one launcher per job");
-    }
-
-    #[test]
-    fn gathering_ends_after_its_time_even_if_launchers_are_missing() {
-        let mut core = Core::new(vec![1.0, 2.0], &policy(1, false, 2));
-        assert!(runs(&core.hello(0).unwrap()).is_empty());
-        assert_eq!(runs(&core.gathered()), [0]);
-    }
-
-    #[test]
-    fn a_failure_through_the_wrapper_runs_again_locally_on_the_same_slot() {
-        let mut p = policy(1, false, 1);
-        p.wrapped = true;
-        p.fallback = true;
-        let mut core = Core::new(vec![1.0], &p);
-        let a = core.hello(0).unwrap();
-        assert_eq!(
-            a,
-            [Step::Run {
-                index: 0,
-                wrapped: true,
-                slot: Slot::Own,
-                attempt: 0
-            }]
-        );
-        let a = core.exited(0, status(0), Some("it wrote an empty a.o".into()));
-        assert_eq!(
-            a,
-            [Step::Run {
-                index: 0,
-                wrapped: false,
-                slot: Slot::Own,
-                attempt: 1
-            }]
-        );
-        let a = core.exited(0, status(2), Some("exit status 2".into()));
-        assert_eq!(a, [Step::Finish { index: 0, code: 2 }]);
-        assert_eq!(core.records()[0].ran(), Ran::Fallback);
-    }
-
-    #[test]
-    fn cancelling_finishes_waiting_launchers_and_stops_running_commands() {
-        let mut core = Core::new(vec![1.0, 2.0, 3.0], &policy(1, true, 1));
-        core.hello(0);
-        core.hello(1);
-        let a = core.cancel(15);
-        assert!(a.contains(&Step::Cancel {
-            index: 0,
-            signal: 15
-        }));
-        assert!(a.contains(&Step::Finish {
-            index: 1,
-            code: 143
-        }));
-        assert_eq!(
-            core.hello(2),
-            Some(vec![Step::Finish {
-                index: 2,
-                code: 143
-            }])
-        );
-        // A slot that arrives now is given straight back.
-        assert_eq!(core.slot_arrived(), [Step::Release(1)]);
-        core.exited(0, status(143), Some("killed".into()));
-        assert_eq!(core.records()[1].ran(), Ran::NotRun);
-    }
-
-    #[test]
-    fn a_launcher_that_dies_frees_its_slot() {
-        let mut core = Core::new(vec![2.0, 1.0], &policy(1, false, 1));
-        assert_eq!(runs(&core.hello(0).unwrap()), [0]);
-        assert!(runs(&core.hello(1).unwrap()).is_empty());
-        assert_eq!(runs(&core.gone(0)), [1]);
-        assert_eq!(core.records()[0].ran(), Ran::NotRun);
-    }
-
-    fn remote_policy(own: usize, remote_jobs: usize, fallback: bool, n: usize) -> Policy {
-        Policy {
-            remote: vec![true; n],
-            remote_jobs,
-            remote_fallback: fallback,
-            stop_after_failure: false,
-            ..policy(own, false, n)
-        }
-    }
-
-    fn remote_end(problem: Option<&str>) -> crate::job::outcome::RemoteEnd {
-        crate::job::outcome::RemoteEnd {
-            status: status(0),
-            problem: problem.map(String::from),
-            info: Default::default(),
-            stderr: Vec::new(),
-        }
-    }
-
-    fn remotes(steps: &[Step]) -> Vec<usize> {
-        steps
-            .iter()
-            .filter_map(|a| match a {
-                Step::Remote { index, .. } => Some(*index),
-                _ => None,
-            })
-            .collect()
-    }
-
-    #[test]
-    fn remote_jobs_take_no_local_slot_and_are_bounded_by_remote_jobs() {
-        let mut core = Core::new(vec![1.0, 4.0, 3.0, 2.0], &remote_policy(1, 2, true, 4));
-        let mut all = Vec::new();
-        for i in 0..4 {
-            all.extend(core.hello(i).unwrap());
-        }
-        // Costliest first onto the remote lane, at most 2 there; the own slot stays free.
-        assert_eq!(remotes(&all), [1, 2]);
-        assert!(runs(&all).is_empty(), "the local slot is not used: {all:?}");
-        assert!(!all.iter().any(|a| matches!(a, Step::Request(_))));
-        let next = core.remote_done(1, remote_end(None));
-        assert_eq!(next[0], Step::Finish { index: 1, code: 0 });
-        assert_eq!(remotes(&next), [3]);
-        assert_eq!(core.records()[1].ran(), Ran::Remote);
-    }
-
-    #[test]
-    fn a_remote_failure_runs_the_job_here_on_a_slot_unless_fallback_is_off() {
-        let mut core = Core::new(vec![1.0], &remote_policy(1, 4, true, 1));
-        assert_eq!(remotes(&core.hello(0).unwrap()), [0]);
-        let again = core.remote_done(0, remote_end(Some("remote: exit status 3")));
-        assert_eq!(
-            again,
-            [Step::Run {
-                index: 0,
-                wrapped: false,
-                slot: Slot::Own,
-                attempt: 1
-            }]
-        );
-        core.exited(0, status(0), None);
-        assert_eq!(core.records()[0].ran(), Ran::Fallback);
-
-        let mut core = Core::new(vec![1.0], &remote_policy(1, 4, false, 1));
-        core.hello(0);
-        let end = core.remote_done(0, remote_end(Some("remote: exit status 3")));
-        assert_eq!(end, [Step::Finish { index: 0, code: 1 }]);
-    }
-
-    #[test]
-    fn cancelling_stops_the_remote_jobs_and_finishes_their_launchers() {
-        let mut core = Core::new(vec![1.0, 2.0], &remote_policy(1, 4, true, 2));
-        core.hello(0);
-        core.hello(1);
-        let steps = core.cancel(libc::SIGINT);
-        assert_eq!(steps[0], Step::CancelRemote);
-        assert!(steps.contains(&Step::Finish {
-            index: 0,
-            code: 130
-        }));
-        assert!(steps.contains(&Step::Finish {
-            index: 1,
-            code: 130
-        }));
-        // A late answer from the server changes nothing.
-        assert!(core.remote_done(0, remote_end(None)).is_empty());
-        assert_eq!(core.records()[0].ran(), Ran::NotRun);
-    }
-}
+mod tests;
