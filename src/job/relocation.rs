@@ -30,32 +30,43 @@ const MODEL_OPTIONS: [&str; 10] = [
 /// Gives each job that names no relocation model its module's; returns the one line to say of
 /// it (None when every job named one).
 pub fn follow_modules(file: &mut JobFile<'_>, cwd: &Path) -> Option<String> {
+    // The jobs that need their module's model: ThinLTO backend compiles (a job file's other
+    // commands are not clang's) that name no model.
+    let wanted: Vec<(usize, String)> = (file.jobs.iter().enumerate())
+        .filter_map(|(i, job)| {
+            let (mut backend, mut names_one) = (false, false);
+            for w in job.command.words() {
+                backend |= w.starts_with("-fthinlto-index=");
+                names_one |=
+                    MODEL_OPTIONS.contains(&w.as_ref()) || w.starts_with("-mrelocation-model=");
+            }
+            let module = job.inputs.first().filter(|_| backend && !names_one)?;
+            Some((i, module.to_string()))
+        })
+        .collect();
+    // Read on every core: a link of thousands of modules reads them all.
+    let read: Vec<_> = {
+        use rayon::prelude::*;
+        wanted
+            .par_iter()
+            .map(|(_, module)| {
+                module::read_file(&cwd.join(module)).and_then(|m| match is_elf(&m.triple) {
+                    true => m.model.map(Some),
+                    false => Ok(None),
+                })
+            })
+            .collect()
+    };
     let mut added: BTreeMap<&'static str, usize> = BTreeMap::new();
     let mut unread: Vec<String> = Vec::new();
     let mut other_format = 0;
-    for job in &mut file.jobs {
-        // Only ThinLTO backend compiles (a job file's other commands are not clang's) that
-        // name no model.
-        let (mut backend, mut names_one) = (false, false);
-        for w in job.command.words() {
-            backend |= w.starts_with("-fthinlto-index=");
-            names_one |=
-                MODEL_OPTIONS.contains(&w.as_ref()) || w.starts_with("-mrelocation-model=");
-        }
-        let Some(module) = job.inputs.first().filter(|_| backend && !names_one) else {
-            continue;
-        };
-        let read =
-            module::read_file(&cwd.join(module.as_ref())).and_then(|m| match is_elf(&m.triple) {
-                true => m.model.map(Some),
-                false => Ok(None),
-            });
+    for ((i, module), read) in wanted.iter().zip(read) {
         match read {
             Ok(None) => other_format += 1,
             Ok(Some(model)) => {
                 let option = model.option();
                 *added.entry(option).or_default() += 1;
-                job.command.own.push(Str::Borrowed(option));
+                file.jobs[*i].command.own.push(Str::Borrowed(option));
             }
             Err(e) => unread.push(format!("read the module {module}: {e}")),
         }
