@@ -64,8 +64,9 @@ pub struct RemoteArgs {
     pub remote_no_link_entry: bool,
 
     /// Keep remote jobs' outputs in DIR too, by digest: a relink's job with the action it had
-    /// in the last link here takes them from DIR (hard-linked) without asking the server (as
-    /// Bazel's --disk_cache). Needs the history; outputs unused for 7 days are removed.
+    /// in the last link here takes them from DIR (copied, checked against their digests)
+    /// without asking the server (as Bazel's --disk_cache). DIR must be the user's own,
+    /// writable by no one else. Needs the history; outputs unused for 7 days are removed.
     #[arg(long, value_name = "DIR", env = "DTLTO_BRIDGE_REMOTE_DISK_CACHE", value_parser = user_path)]
     pub remote_disk_cache: Option<Utf8PathBuf>,
 

@@ -1,19 +1,27 @@
 //! Disk: remote jobs' outputs kept on this machine by digest (`--remote-disk-cache DIR`, as
 //! Bazel's `--disk_cache`), so that a relink whose job is remembered with the same action
-//! (`memo::jobs`) takes its outputs from here, hard-linked, without asking the server.
+//! (`memo::jobs`) takes its outputs from here without asking the server.
 //!
-//! It knows one directory of read-only files named by their SHA-256 (`cas/ab/abcdef…`), each
-//! hard-linked to or from an output (copied across file systems), and removes those no output
-//! used for `MAX_AGE`. It does not know actions or servers, and it trusts a kept file by its
-//! name and size: the files are read-only, and nothing here writes into one.
+//! It knows one directory of read-only files named by their SHA-256 (`cas/ab/abcdef…`), and
+//! removes those no output used for `MAX_AGE`. It trusts nothing it did not check: the directory
+//! must be the user's own and writable by no one else (it is made 0700); no symbolic link under
+//! it is followed (each file is opened from its directory with `O_NOFOLLOW`); a kept file is a
+//! copy of the output, never the output's own inode, so that a tool that rewrites an output in
+//! place cannot change it; nothing is kept under a digest its bytes do not have, and a kept
+//! file is hashed and checked as an object again each time it is taken. It does not know
+//! actions or servers.
 
+use rustix::fs::{
+    fchmod, fstat, mkdirat, openat, renameat, unlinkat, AtFlags, FileType, Mode, OFlags,
+};
 use std::fs;
-use std::io::{Error, ErrorKind};
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::io::{Error, ErrorKind, Read, Write};
+use std::os::fd::OwnedFd;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-/// A kept file no output used (linked, copied or kept) for this long is removed.
+/// A kept file no output used (placed or kept) for this long is removed.
 const MAX_AGE: Duration = Duration::from_secs(7 * 24 * 3600);
 /// How often at most the directory is walked to remove them.
 const TRIM_EVERY: Duration = Duration::from_secs(24 * 3600);
@@ -22,115 +30,202 @@ const TRIM_EVERY: Duration = Duration::from_secs(24 * 3600);
 #[derive(Debug)]
 pub struct Disk {
     dir: PathBuf,
-    /// Its `cas` directory, opened once there for the outputs placed.
-    cas: std::sync::OnceLock<fs::File>,
+    /// Its `cas` directory, opened once (not through a symbolic link).
+    cas: OwnedFd,
+    /// This user: every kept file must be theirs.
+    uid: u32,
+}
+
+/// An error that makes a kept file a miss: it is not there as it must be.
+fn bad(why: String) -> Error {
+    Error::new(ErrorKind::InvalidData, why)
+}
+
+/// `e`, with a symbolic link met where none may be said so (a miss, not an error).
+fn no_link(e: rustix::io::Errno, what: &Path) -> Error {
+    match e {
+        rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR => {
+            bad(format!("{} is a symbolic link", what.display()))
+        }
+        e => Error::from(e),
+    }
 }
 
 impl Disk {
-    pub fn new(dir: PathBuf) -> Disk {
-        Disk {
-            dir,
-            cas: std::sync::OnceLock::new(),
+    /// The cache in `dir`, made (0700) when missing: refused when `dir` is not this user's own
+    /// directory, or others may write in it.
+    pub fn open(dir: PathBuf) -> Result<Disk, String> {
+        let shown = dir.display().to_string();
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir)
+            .map_err(|e| format!("make {shown}: {e}"))?;
+        let m = fs::metadata(&dir).map_err(|e| format!("read {shown}: {e}"))?;
+        let uid = rustix::process::geteuid().as_raw();
+        if !m.is_dir() {
+            return Err(format!("{shown} is not a directory"));
         }
+        if m.uid() != uid {
+            return Err(format!(
+                "{shown} belongs to uid {}, not to this user (uid {uid}): files another user \
+                 put there would be taken as outputs",
+                m.uid()
+            ));
+        }
+        if m.mode() & 0o022 != 0 {
+            return Err(format!(
+                "others may write in {shown} (mode {:o}): make it 0700",
+                m.mode() & 0o7777
+            ));
+        }
+        let top = rustix::fs::open(
+            &dir,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| format!("open {shown}: {e}"))?;
+        match mkdirat(&top, "cas", Mode::from_raw_mode(0o700)) {
+            Ok(()) | Err(rustix::io::Errno::EXIST) => {}
+            Err(e) => return Err(format!("make {shown}/cas: {e}")),
+        }
+        let cas = openat(&top, "cas", dir_flags(), Mode::empty())
+            .map_err(|e| format!("open {shown}/cas: {}", no_link(e, Path::new("cas"))))?;
+        Ok(Disk { dir, cas, uid })
     }
 
-    /// Where the file of digest `hash` is kept; an error for anything but a SHA-256 in
+    /// The shelf and name of the file of digest `hash`; an error for anything but a SHA-256 in
     /// lower-case hex (the name comes from a server's answer or a file of the history).
-    fn blob(&self, hash: &str) -> std::io::Result<PathBuf> {
+    fn name(hash: &str) -> std::io::Result<(&str, &str)> {
         let hex = |c: u8| c.is_ascii_digit() || (b'a'..=b'f').contains(&c);
         if hash.len() != 64 || !hash.bytes().all(hex) {
             return Err(Error::other(format!("{hash:?} is not a SHA-256 digest")));
         }
-        Ok(self.dir.join("cas").join(&hash[..2]).join(hash))
+        Ok((&hash[..2], hash))
     }
 
-    /// Makes `here` the file of `hash` and `size`: hard-linked to the kept one (copied whole
-    /// across file systems), replacing whatever `here` was. An error when it is not kept.
-    /// Looked up in the `cas` directory opened once, so that each output costs two short
-    /// lookups: pass `here` relative to the current directory where it can be.
+    /// The kept file of `hash`, for messages.
+    fn path(&self, hash: &str) -> PathBuf {
+        self.dir.join("cas").join(&hash[..2]).join(hash)
+    }
+
+    /// Opens the shelf `shelf` (made when `make`), not through a symbolic link.
+    fn shelf(&self, shelf: &str, make: bool) -> std::io::Result<OwnedFd> {
+        if make {
+            match mkdirat(&self.cas, shelf, Mode::from_raw_mode(0o700)) {
+                Ok(()) | Err(rustix::io::Errno::EXIST) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        openat(&self.cas, shelf, dir_flags(), Mode::empty())
+            .map_err(|e| no_link(e, &self.dir.join("cas").join(shelf)))
+    }
+
+    /// The kept file of `hash`, opened (not through a symbolic link), when it is a regular file
+    /// of this user's: the file and its size.
+    fn kept(&self, hash: &str) -> std::io::Result<(fs::File, u64)> {
+        let (shelf, name) = Disk::name(hash)?;
+        let shelf = self.shelf(shelf, false)?;
+        let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let fd =
+            openat(&shelf, name, flags, Mode::empty()).map_err(|e| no_link(e, &self.path(hash)))?;
+        let st = fstat(&fd)?;
+        if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile || st.st_uid != self.uid {
+            return Err(bad(format!(
+                "{} is not a file of this user's",
+                self.path(hash).display()
+            )));
+        }
+        Ok((fs::File::from(fd), st.st_size as u64))
+    }
+
+    /// Makes `here` a copy of the kept file of `hash` and `size`, replacing whatever `here`
+    /// was, once the copy's bytes hash to `hash` and are a whole object. An error when it is
+    /// not kept (NotFound), or kept wrong (InvalidData: the bad file is removed).
     pub fn place(&self, hash: &str, size: i64, here: &Path) -> std::io::Result<()> {
-        use rustix::fs::{linkat, statat, AtFlags, CWD};
-        let blob = self.blob(hash)?;
-        let name = Path::new(&hash[..2]).join(hash);
-        let cas = match self.cas.get() {
-            Some(cas) => cas,
-            None => {
-                let opened = fs::File::open(self.dir.join("cas"))?;
-                self.cas.get_or_init(|| opened)
-            }
-        };
-        let m = statat(cas, &name, AtFlags::empty())?;
-        if m.st_size != size {
-            return Err(Error::new(
-                ErrorKind::InvalidData,
-                format!(
-                    "{} has {} bytes, its digest says {size}",
-                    blob.display(),
-                    m.st_size
-                ),
-            ));
+        let (mut file, len) = self.kept(hash)?;
+        if i64::try_from(len).ok() != Some(size) {
+            return Err(bad(format!(
+                "{} has {len} bytes, its digest says {size}",
+                self.path(hash).display()
+            )));
         }
-        let link = || linkat(cas, &name, CWD, here, AtFlags::empty()).map_err(Error::from);
-        let linked = match link() {
-            Err(e) if e.kind() == ErrorKind::AlreadyExists => {
-                fs::remove_file(here)?;
-                link()
-            }
-            linked => linked,
+        let mut bytes = Vec::with_capacity(len as usize);
+        file.read_to_end(&mut bytes)?;
+        let problem = if crate::util::fsutil::sha256_hex(&bytes) != hash {
+            Some("does not hash to its name".to_string())
+        } else {
+            crate::job::output::bytes_problem(&bytes).map(|p| match p {
+                crate::job::output::Problem::Bad(what) => what,
+                _ => "is empty".to_string(),
+            })
         };
-        match linked {
-            Ok(()) => Ok(()),
-            // Another file system, or one without hard links: a copy, and the kept file is
-            // marked as used (a link marks it by itself: it changes the file's ctime).
-            Err(_) => {
-                let bytes = fs::read(&blob)?;
-                crate::util::fsutil::write_whole(here, &bytes, 0o666, || Ok(()))?;
-                used(&blob);
-                Ok(())
+        if let Some(problem) = problem {
+            let (shelf, name) = Disk::name(hash)?;
+            if let Ok(shelf) = self.shelf(shelf, false) {
+                let _ = unlinkat(&shelf, name, AtFlags::empty());
             }
+            return Err(bad(format!("{} {problem}", self.path(hash).display())));
         }
+        crate::util::fsutil::write_whole(here, &bytes, 0o666, || Ok(()))?;
+        used(&file);
+        Ok(())
     }
 
-    /// Keeps the output `here`, whose digest is `hash`, unless a file of that digest and size
-    /// is kept: hard-linked (copied across file systems) under a temporary name, made
-    /// read-only, then renamed into place (over a kept file of another size), so a kept file
-    /// is always whole.
+    /// Keeps a copy of the output `here`, whose digest is `hash`, unless this user keeps a
+    /// file of that digest and size already: written read-only under a temporary name, then
+    /// renamed into place (over a kept file of another size), so a kept file is always whole.
+    /// Nothing is kept when `here`'s bytes do not hash to `hash`.
     pub fn keep(&self, here: &Path, hash: &str) -> std::io::Result<()> {
-        let blob = self.blob(hash)?;
-        let size = fs::metadata(here)?.len();
-        if fs::metadata(&blob).is_ok_and(|m| m.len() == size) {
-            used(&blob);
-            return Ok(());
+        let (shelf_name, name) = Disk::name(hash)?;
+        let bytes = fs::read(here)?;
+        if let Ok((file, len)) = self.kept(hash) {
+            if len == bytes.len() as u64 {
+                used(&file);
+                return Ok(());
+            }
         }
-        let shelf = blob.parent().expect("a shelf");
-        fs::create_dir_all(shelf)?;
+        if crate::util::fsutil::sha256_hex(&bytes) != hash {
+            return Err(bad(format!(
+                "{} does not hash to {hash} (changed since it was fetched)",
+                here.display()
+            )));
+        }
+        let shelf = self.shelf(shelf_name, true)?;
         // Unique to this call: two jobs of one link may give the same output.
         static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let temporary = shelf.join(format!(".{hash}.{}.{call}.partial", std::process::id()));
-        let _ = fs::remove_file(&temporary);
-        let kept = match fs::hard_link(here, &temporary) {
-            Ok(()) => Ok(()),
-            Err(_) => fs::copy(here, &temporary).map(drop),
-        };
-        let kept = kept
-            .and_then(|()| fs::set_permissions(&temporary, fs::Permissions::from_mode(0o444)))
-            .and_then(|()| fs::rename(&temporary, &blob));
-        if kept.is_err() {
-            let _ = fs::remove_file(&temporary);
+        let temporary = format!(".{hash}.{}.{call}.partial", std::process::id());
+        let flags =
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let fd = openat(
+            &shelf,
+            temporary.as_str(),
+            flags,
+            Mode::from_raw_mode(0o444),
+        )?;
+        let written = fs::File::from(fd)
+            .write_all(&bytes)
+            .and_then(|()| renameat(&shelf, temporary.as_str(), &shelf, name).map_err(Error::from));
+        if written.is_err() {
+            let _ = unlinkat(&shelf, temporary.as_str(), AtFlags::empty());
         }
-        kept
+        written
     }
 
     /// Removes the kept files no output used for `MAX_AGE`, when the directory was not walked
-    /// for `TRIM_EVERY` (its `trimmed` file says when it was).
+    /// for `TRIM_EVERY` (its `trimmed` file says when it was). Symbolic links are removed, never
+    /// followed.
     pub fn trim(&self) {
         let stamp = self.dir.join("trimmed");
         let now = SystemTime::now();
-        let recent = fs::metadata(&stamp)
+        let recent = fs::symlink_metadata(&stamp)
             .and_then(|m| m.modified())
             .is_ok_and(|t| now.duration_since(t).unwrap_or_default() < TRIM_EVERY);
-        if recent || fs::write(&stamp, b"").is_err() {
+        if recent || fs::symlink_metadata(&stamp).is_ok_and(|m| !m.is_file()) {
+            return;
+        }
+        if fs::write(&stamp, b"").is_err() {
             return;
         }
         let oldest = now
@@ -140,99 +235,203 @@ impl Disk {
         let Ok(shelves) = fs::read_dir(self.dir.join("cas")) else {
             return;
         };
-        for file in shelves
+        // DirEntry's type and metadata are the entry's own: a link is not followed.
+        let shelves = shelves
             .flatten()
+            .filter(|s| s.file_type().is_ok_and(|t| t.is_dir()));
+        for file in shelves
             .flat_map(|s| fs::read_dir(s.path()))
             .flatten()
+            .flatten()
         {
-            let Ok(file) = file else { continue };
-            // ctime: set when the file was kept, linked to an output, or touched by a copy.
-            if file.metadata().is_ok_and(|m| m.ctime() < oldest) {
+            // ctime: set when the file was kept, or marked as used.
+            let old = file.metadata().is_ok_and(|m| m.ctime() < oldest);
+            let link = file.file_type().is_ok_and(|t| t.is_symlink());
+            if old || link {
                 let _ = fs::remove_file(file.path());
             }
         }
     }
 }
 
-/// Marks a kept file as used, as its owner can even though it is read-only: setting its mode
-/// sets its change time. Another user's file is left as it is.
-fn used(blob: &Path) {
-    let _ = fs::set_permissions(blob, fs::Permissions::from_mode(0o444));
+/// Directories are opened without following a symbolic link.
+fn dir_flags() -> OFlags {
+    OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC
+}
+
+/// Marks a kept file as used: setting its mode sets its change time.
+fn used(file: &fs::File) {
+    let _ = fchmod(file, Mode::from_raw_mode(0o444));
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn object(tag: u8) -> Vec<u8> {
+        // A minimal relocatable ELF object: its 64-byte header, no sections.
+        let mut o = b"\x7fELF\x02\x01\x01\0\0\0\0\0\0\0\0\0\x01\0>\0\x01\0\0\0".to_vec();
+        o.resize(64, 0);
+        o[63] = tag;
+        o
+    }
 
     #[test]
-    fn a_kept_output_is_placed_again_read_only_and_replaces_what_was_there() {
+    fn a_kept_output_is_a_copy_placed_again_only_when_its_bytes_are_its_digest() {
         let dir = tempfile::tempdir().unwrap();
-        let disk = Disk::new(dir.path().join("cache"));
+        let disk = Disk::open(dir.path().join("cache")).unwrap();
+        let mode = fs::metadata(dir.path().join("cache")).unwrap().mode() & 0o777;
+        assert_eq!(mode, 0o700);
         let out = dir.path().join("a.o");
-        fs::write(&out, b"object").unwrap();
-        let hash = crate::util::fsutil::sha256_hex(b"object");
-        let not_kept = disk.place(&hash, 6, &dir.path().join("x.o")).unwrap_err();
+        fs::write(&out, object(1)).unwrap();
+        fs::set_permissions(&out, fs::Permissions::from_mode(0o600)).unwrap();
+        let hash = crate::util::fsutil::sha256_hex(&object(1));
+        let not_kept = disk.place(&hash, 64, &dir.path().join("x.o")).unwrap_err();
         assert_eq!(not_kept.kind(), ErrorKind::NotFound);
         disk.keep(&out, &hash).unwrap();
-        // Kept again: the file kept first stays.
         disk.keep(&out, &hash).unwrap();
-        let kept = dir.path().join("cache/cas").join(&hash[..2]).join(&hash);
+        let kept = disk.path(&hash);
         let inode = |p: &Path| fs::metadata(p).unwrap().ino();
-        assert_eq!(inode(&kept), inode(&out), "hard-linked");
-        // A kept file of another size (truncated by hand) is replaced.
-        fs::set_permissions(&kept, fs::Permissions::from_mode(0o644)).unwrap();
-        fs::write(&kept, b"obj").unwrap();
-        let e = disk.place(&hash, 6, &dir.path().join("c.o")).unwrap_err();
-        assert!(
-            e.to_string().contains("has 3 bytes, its digest says 6"),
-            "{e}"
+        assert_ne!(inode(&kept), inode(&out), "a copy, not the output's inode");
+        assert_eq!(
+            fs::metadata(&out).unwrap().mode() & 0o777,
+            0o600,
+            "the output's own mode"
         );
-        let copy = dir.path().join("copy.o");
-        fs::write(&copy, b"object").unwrap();
-        disk.keep(&copy, &hash).unwrap();
-        assert_eq!(fs::read(&kept).unwrap(), b"object");
-        fs::remove_file(&out).unwrap();
+        assert_eq!(
+            fs::metadata(&kept).unwrap().mode() & 0o222,
+            0,
+            "kept read-only"
+        );
         let again = dir.path().join("b.o");
         fs::write(&again, b"stale").unwrap();
-        disk.place(&hash, 6, &again).unwrap();
-        assert_eq!(fs::read(&again).unwrap(), b"object");
-        let mode = fs::metadata(&again).unwrap().permissions().mode();
-        assert_eq!(mode & 0o222, 0, "kept files are read-only");
-        let e = disk.place(&hash, 5, &dir.path().join("c.o")).unwrap_err();
-        assert!(
-            e.to_string().contains("has 6 bytes, its digest says 5"),
-            "{e}"
+        disk.place(&hash, 64, &again).unwrap();
+        assert_eq!(fs::read(&again).unwrap(), object(1));
+        assert_ne!(inode(&again), inode(&kept), "placed as a copy");
+        // An output that does not hash to the digest it is kept under is not kept.
+        let liar = dir.path().join("liar.o");
+        fs::write(&liar, object(2)).unwrap();
+        let other = crate::util::fsutil::sha256_hex(b"other");
+        assert_eq!(
+            disk.keep(&liar, &other).unwrap_err().kind(),
+            ErrorKind::InvalidData
         );
-        assert!(!dir.path().join("c.o").exists() && !dir.path().join("x.o").exists());
+        assert!(!disk.path(&other).exists());
         for bad in [
             "../../../etc/passwd",
             "/abs",
             &hash.to_uppercase(),
             &hash[1..],
         ] {
-            let e = disk.place(bad, 6, &dir.path().join("e.o")).unwrap_err();
+            let e = disk.place(bad, 64, &dir.path().join("e.o")).unwrap_err();
             assert!(e.to_string().contains("is not a SHA-256 digest"), "{e}");
             assert!(disk.keep(&again, bad).is_err());
         }
-        assert_eq!(
-            fs::read_dir(dir.path().join("cache/cas").join(&hash[..2]))
-                .unwrap()
-                .count(),
-            1,
-            "no temporary file is left"
+        let shelf = fs::read_dir(kept.parent().unwrap()).unwrap().count();
+        assert_eq!(shelf, 1, "no temporary file is left");
+    }
+
+    #[test]
+    fn a_kept_file_changed_in_place_or_of_another_size_is_a_miss_and_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let disk = Disk::open(dir.path().to_path_buf()).unwrap();
+        let out = dir.path().join("a.o");
+        fs::write(&out, object(1)).unwrap();
+        let hash = crate::util::fsutil::sha256_hex(&object(1));
+        disk.keep(&out, &hash).unwrap();
+        let kept = disk.path(&hash);
+        // Rewritten in place, the same size (as strip or objcopy running as root would).
+        fs::set_permissions(&kept, fs::Permissions::from_mode(0o644)).unwrap();
+        fs::write(&kept, object(9)).unwrap();
+        let e = disk.place(&hash, 64, &dir.path().join("b.o")).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidData);
+        assert!(e.to_string().contains("does not hash to its name"), "{e}");
+        assert!(!kept.exists(), "removed");
+        assert!(!dir.path().join("b.o").exists());
+        disk.keep(&out, &hash).unwrap();
+        let e = disk.place(&hash, 63, &dir.path().join("c.o")).unwrap_err();
+        assert!(
+            e.to_string().contains("has 64 bytes, its digest says 63"),
+            "{e}"
         );
+        // Not an object: a miss too.
+        let text = b"not an object at all";
+        let text_hash = crate::util::fsutil::sha256_hex(text);
+        fs::write(dir.path().join("t"), text).unwrap();
+        disk.keep(&dir.path().join("t"), &text_hash).unwrap();
+        let e = disk
+            .place(&text_hash, text.len() as i64, &dir.path().join("d.o"))
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidData, "{e}");
+    }
+
+    #[test]
+    fn symbolic_links_planted_in_the_cache_are_neither_followed_nor_taken() {
+        let dir = tempfile::tempdir().unwrap();
+        let disk = Disk::open(dir.path().join("cache")).unwrap();
+        let victim = dir.path().join("victim");
+        fs::write(&victim, object(1)).unwrap();
+        fs::set_permissions(&victim, fs::Permissions::from_mode(0o644)).unwrap();
+        let hash = crate::util::fsutil::sha256_hex(&object(1));
+        // The kept file is a link to the user's file: not taken, not chmod-ed.
+        let shelf = dir.path().join("cache/cas").join(&hash[..2]);
+        fs::create_dir_all(&shelf).unwrap();
+        std::os::unix::fs::symlink(&victim, shelf.join(&hash)).unwrap();
+        let e = disk.place(&hash, 64, &dir.path().join("b.o")).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidData, "{e}");
+        assert_eq!(
+            fs::metadata(&victim).unwrap().mode() & 0o777,
+            0o644,
+            "left alone"
+        );
+        // Keeping replaces the link with a file, and the user's file stays as it was.
+        disk.keep(&victim, &hash).unwrap();
+        assert!(!fs::symlink_metadata(shelf.join(&hash))
+            .unwrap()
+            .is_symlink());
+        assert_eq!(fs::read(&victim).unwrap(), object(1));
+        // A shelf that is a link to another directory is not entered; trim removes the link
+        // and leaves what it names.
+        let elsewhere = dir.path().join("elsewhere");
+        fs::create_dir(&elsewhere).unwrap();
+        fs::write(elsewhere.join("precious"), b"keep me").unwrap();
+        let other = crate::util::fsutil::sha256_hex(b"other");
+        std::os::unix::fs::symlink(&elsewhere, dir.path().join("cache/cas").join(&other[..2]))
+            .unwrap();
+        let e = disk.place(&other, 7, &dir.path().join("c.o")).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidData, "{e}");
+        disk.trim();
+        assert!(elsewhere.join("precious").exists());
+    }
+
+    #[test]
+    fn a_directory_of_another_user_or_writable_by_others_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let open = dir.path().join("open");
+        fs::create_dir(&open).unwrap();
+        fs::set_permissions(&open, fs::Permissions::from_mode(0o777)).unwrap();
+        let e = Disk::open(open).unwrap_err();
+        assert!(e.contains("others may write"), "{e}");
+        let theirs = dir.path().join("theirs");
+        fs::create_dir(&theirs).unwrap();
+        if rustix::process::geteuid().is_root() {
+            std::os::unix::fs::chown(&theirs, Some(4242), None).unwrap();
+            let e = Disk::open(theirs).unwrap_err();
+            assert!(e.contains("belongs to uid 4242"), "{e}");
+        }
     }
 
     #[test]
     fn trim_walks_at_most_once_a_day_and_keeps_recent_files() {
         let dir = tempfile::tempdir().unwrap();
-        let disk = Disk::new(dir.path().to_path_buf());
+        let disk = Disk::open(dir.path().to_path_buf()).unwrap();
         let out = dir.path().join("a.o");
-        fs::write(&out, b"x").unwrap();
-        let hash = crate::util::fsutil::sha256_hex(b"x");
+        fs::write(&out, object(3)).unwrap();
+        let hash = crate::util::fsutil::sha256_hex(&object(3));
         disk.keep(&out, &hash).unwrap();
         disk.trim();
         assert!(dir.path().join("trimmed").exists());
-        disk.place(&hash, 1, &dir.path().join("b.o")).unwrap();
+        disk.place(&hash, 64, &dir.path().join("b.o")).unwrap();
     }
 }

@@ -93,6 +93,18 @@ impl Session {
         cancelled: tokio::sync::watch::Receiver<bool>,
     ) -> Session {
         let n = actions.jobs.len();
+        let disk = match options
+            .disk
+            .clone()
+            .filter(|_| options.disk_unused().is_none())
+        {
+            Some(dir) => super::disk::Disk::open(dir).map(Some),
+            None => Ok(None),
+        };
+        let (disk, problems) = match disk {
+            Ok(disk) => (disk, Vec::new()),
+            Err(e) => (None, vec![format!("--remote-disk-cache is not used: {e}")]),
+        };
         Session {
             client,
             entry: options
@@ -107,11 +119,9 @@ impl Session {
             cache: options.cache,
             cache_updates: cache_updates && options.cache_write,
             entry_found: AtomicBool::new(false),
-            disk: (options.disk_unused().is_none())
-                .then(|| options.disk.clone().map(super::disk::Disk::new))
-                .flatten(),
+            disk,
             keys: actions.keys,
-            lookup_problems: Mutex::default(),
+            lookup_problems: Mutex::new(problems),
             cwd: cwd.to_path_buf(),
             outputs: file
                 .jobs

@@ -83,7 +83,7 @@ const MODULES: [&str; 5] = [
 /// others and reading a copy of the real shard (`jobI.native.o.thinlto.bc`): actions keyed by
 /// content. The modules are text (nothing compiles them), and `script` is the compiler: `sh -c
 /// SCRIPT MODULE -fthinlto-index=SHARD -o OUTPUT`, so it finds its output in "$3".
-fn content_jobs(s: &Space, script: &str) {
+pub(super) fn content_jobs(s: &Space, script: &str) {
     let shard = include_bytes!("../../data/main.thinlto.bc");
     let jobs = (0..MODULES.len())
         .map(|i| {
@@ -107,7 +107,7 @@ fn content_jobs(s: &Space, script: &str) {
 }
 
 /// Writes the modules of `content_jobs` (`changed` gets other bytes).
-fn modules(s: &Space, changed: Option<&str>) {
+pub(super) fn modules(s: &Space, changed: Option<&str>) {
     for m in MODULES {
         let extra = if Some(m) == changed { " changed" } else { "" };
         s.write(m, &format!("module {m}{extra}\n"));
@@ -115,7 +115,7 @@ fn modules(s: &Space, changed: Option<&str>) {
 }
 
 /// A compiler script for `content_jobs`: checks its module is there, writes an object.
-const COMPILE: &str = concat!("test -s \"$0\" && ", obj!(), " > \"$3\"");
+pub(super) const COMPILE: &str = concat!("test -s \"$0\" && ", obj!(), " > \"$3\"");
 
 #[test]
 fn every_job_runs_remotely_with_exactly_its_inputs_and_each_blob_goes_up_once() {
