@@ -129,7 +129,8 @@ fn write_in(dir: &Utf8Path, name: &str, text: &str) -> io::Result<()> {
     })
 }
 
-/// A semaphore set: slot count (0) and cookie (1), owned by this user, mode 0600.
+/// A semaphore set: slot count (0), cookie (1) and the processes that have the pool open (2),
+/// owned by this user, mode 0600.
 struct Sem(libc::c_int);
 
 impl Sem {
@@ -170,15 +171,15 @@ impl Sem {
         ds.sem_perm.uid == uid()
             && ds.sem_perm.cuid == uid()
             && ds.sem_perm.mode & 0o777 == 0o600
-            && ds.sem_nsems == 2
+            && ds.sem_nsems == 3
             && self.value(1).ok() == Some(cookie)
     }
 
-    /// Adds `delta` to the slot count, blocking while it would go below zero; the kernel
-    /// undoes it when this process dies.
-    fn op(&self, delta: i16) -> io::Result<()> {
+    /// Adds `delta` to semaphore `n` (the slot count, or the users), blocking while it would
+    /// go below zero; the kernel undoes it when this process dies.
+    fn op(&self, n: u16, delta: i16) -> io::Result<()> {
         let mut op = libc::sembuf {
-            sem_num: 0,
+            sem_num: n,
             sem_op: delta,
             sem_flg: libc::SEM_UNDO as i16,
         };
@@ -189,6 +190,10 @@ impl Sem {
         Ok(())
     }
 }
+
+/// The semaphores of a set: the free slots, and the processes that have the pool open.
+const SLOTS: u16 = 0;
+const USERS: u16 = 2;
 
 /// The host-wide pool of one size, open.
 pub struct Pool {
@@ -221,6 +226,10 @@ impl Pool {
             Some(sem) => sem,
             None => Self::create(&dir, &name, size)?,
         };
+        // One more user, under the lock: the last to leave removes the set, never one that
+        // leaves while another link still has it (whose next slot would fail with EINVAL).
+        sem.op(USERS, 1)
+            .map_err(|e| unusable(&dir, format!("join the semaphore: {e}")))?;
         drop(lock);
         Ok(Pool { dir, size, sem })
     }
@@ -235,7 +244,7 @@ impl Pool {
 
     fn create(dir: &Utf8Path, name: &str, size: usize) -> Result<Sem, Unusable> {
         // SAFETY: semget has no memory-safety preconditions.
-        let id = unsafe { libc::semget(libc::IPC_PRIVATE, 2, libc::IPC_CREAT | 0o600) };
+        let id = unsafe { libc::semget(libc::IPC_PRIVATE, 3, libc::IPC_CREAT | 0o600) };
         if id < 0 {
             let e = io::Error::last_os_error();
             return Err(unusable(dir, format!("create a semaphore: {e}")));
@@ -266,24 +275,26 @@ impl Pool {
 
     /// Takes a slot, blocking until one is free; `Interrupted` when a signal arrives first.
     pub fn acquire(&self) -> io::Result<()> {
-        self.sem.op(-1)
+        self.sem.op(SLOTS, -1)
     }
 
     /// Gives a slot back.
     pub fn release(&self) -> io::Result<()> {
-        self.sem.op(1)
+        self.sem.op(SLOTS, 1)
     }
 }
 
 impl Drop for Pool {
-    /// Leaves the pool: removes the semaphore when every slot is free and nobody waits, so it
-    /// lives no longer than the links that use it.
+    /// Leaves the pool: removes the semaphore when no other process has it open, every slot
+    /// is free and nobody waits, so it lives no longer than the links that use it.
     fn drop(&mut self) {
         let Ok(lock) = Self::lock(&self.dir) else {
             return;
         };
-        let idle =
-            self.sem.value(0).ok() == Some(self.size as i32) && self.sem.waiting().ok() == Some(0);
+        let _ = self.sem.op(USERS, -1);
+        let idle = self.sem.value(USERS as libc::c_int).ok() == Some(0)
+            && self.sem.value(0).ok() == Some(self.size as i32)
+            && self.sem.waiting().ok() == Some(0);
         if idle {
             let _ = fs::remove_file(self.dir.join(format!("sem-{}", self.size)));
             remove_set(self.sem.0);
@@ -425,7 +436,11 @@ mod tests {
         a.release().unwrap();
         b.release().unwrap();
         let id = a.sem.0;
+        // One leaving while the other still has the pool open leaves it in place: the other's
+        // next slot is taken as ever (EINVAL once: the set was removed under it).
         drop(b);
+        a.acquire().unwrap();
+        a.release().unwrap();
         drop(a);
         assert!(!Sem(id).is_ours(1) && Sem(id).value(0).is_err(), "removed");
         assert!(!dir_in(&base).join("sem-2").exists());
