@@ -915,7 +915,8 @@ fn a_server_killed_or_stopped_mid_link_ends_the_link_within_seconds_with_the_loc
             let space = &space;
             let inputs = inputs.clone();
             std::thread::scope(|s| {
-                let handle = s.spawn(move || link(space, &args, &["--remote-timeout=4"], &inputs));
+                // Default settings: the bound is the one users get.
+                let handle = s.spawn(move || link(space, &args, &[], &inputs));
                 wait_for("a worker to start a job", || {
                     farm.log().iter().any(|e| e.get("started").is_some())
                 });
