@@ -127,6 +127,16 @@ impl std::fmt::Debug for Header {
     }
 }
 
+impl Header {
+    /// Whether it is NAME=VALUE with NAME an HTTP header name: a line split at an `=` inside
+    /// its value (`Authorization: Basic dXNlcjpTRUNSRVQ=`) is not, and its would-be name holds
+    /// the key.
+    fn well_formed(&self) -> bool {
+        let token = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
+        !self.name.is_empty() && self.name.chars().all(token)
+    }
+}
+
 /// A header's text, split at its first `=`; never an error here (clap would print the text).
 fn header(text: &str) -> Result<Header, String> {
     Ok(match text.split_once('=') {
@@ -155,10 +165,11 @@ impl RemoteArgs {
         };
         let mut headers = Vec::new();
         for (n, h) in self.remote_header.iter().enumerate() {
-            if h.name.is_empty() {
+            if !h.well_formed() {
                 return Err(format!(
                     "read --remote-header (or DTLTO_BRIDGE_REMOTE_HEADER): header {} is not \
-                     NAME=VALUE (its text is not shown: it may hold a key)",
+                     NAME=VALUE with a NAME of letters, digits and -_. (its text is not shown: \
+                     it may hold a key)",
                     n + 1
                 ));
             }
@@ -173,10 +184,10 @@ impl RemoteArgs {
                     continue;
                 }
                 let h = header(line)?;
-                if h.name.is_empty() {
+                if !h.well_formed() {
                     return Err(format!(
-                        "read --remote-header-file {path}: line {} is not NAME=VALUE (its text \
-                         is not shown: it may hold a key)",
+                        "read --remote-header-file {path}: line {} is not NAME=VALUE with a NAME \
+                         of letters, digits and -_. (its text is not shown: it may hold a key)",
                         n + 1
                     ));
                 }

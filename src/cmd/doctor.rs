@@ -256,6 +256,13 @@ pub fn doctor(args: &DoctorArgs) -> Result<(), Fail> {
                 problem: true,
             },
         });
+        if let Some(text) = options.target.exposed_headers() {
+            lines.push(Line {
+                topic: "remote",
+                text,
+                problem: false,
+            });
+        }
     }
     for l in &lines {
         report::print(&format!(

@@ -61,30 +61,29 @@ impl Disk {
             .mode(0o700)
             .create(&dir)
             .map_err(|e| format!("make {shown}: {e}"))?;
-        let m = fs::metadata(&dir).map_err(|e| format!("read {shown}: {e}"))?;
-        let uid = rustix::process::geteuid().as_raw();
-        if !m.is_dir() {
-            return Err(format!("{shown} is not a directory"));
-        }
-        if m.uid() != uid {
-            return Err(format!(
-                "{shown} belongs to uid {}, not to this user (uid {uid}): files another user \
-                 put there would be taken as outputs",
-                m.uid()
-            ));
-        }
-        if m.mode() & 0o022 != 0 {
-            return Err(format!(
-                "others may write in {shown} (mode {:o}): make it 0700",
-                m.mode() & 0o7777
-            ));
-        }
+        // The directory opened, then its owner and mode read from what was opened: nothing can
+        // be put in its place between the check and the use.
         let top = rustix::fs::open(
             &dir,
             OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
             Mode::empty(),
         )
         .map_err(|e| format!("open {shown}: {e}"))?;
+        let st = fstat(&top).map_err(|e| format!("read {shown}: {e}"))?;
+        let uid = rustix::process::geteuid().as_raw();
+        if st.st_uid != uid {
+            return Err(format!(
+                "{shown} belongs to uid {}, not to this user (uid {uid}): files another user \
+                 put there would be taken as outputs",
+                st.st_uid
+            ));
+        }
+        if st.st_mode & 0o022 != 0 {
+            return Err(format!(
+                "others may write in {shown} (mode {:o}): make it 0700",
+                st.st_mode & 0o7777
+            ));
+        }
         match mkdirat(&top, "cas", Mode::from_raw_mode(0o700)) {
             Ok(()) | Err(rustix::io::Errno::EXIST) => {}
             Err(e) => return Err(format!("make {shown}/cas: {e}")),

@@ -75,32 +75,34 @@ pub(super) struct Health(Mutex<State>);
 struct State {
     /// Since when, and why, the server is taken for down.
     down: Option<(Instant, String)>,
-    /// A job is trying the server again.
-    probing: bool,
+    /// Since when one caller may be trying the server again (it may also make no call: the
+    /// next try is given out after RETRY_AFTER more).
+    probing: Option<Instant>,
     /// What the user is told, once.
     told: Option<String>,
 }
 
 impl Health {
     /// Why the server is taken for down (None: it may be called). After RETRY_AFTER, the first
-    /// caller gets None and tries it; the others wait for its answer as down.
+    /// caller gets None and tries it; the others see it down until an answer comes, or until
+    /// RETRY_AFTER more has passed without one (that caller made no call, or no answer came).
     pub(super) fn down(&self) -> Option<String> {
         let mut s = lock(&self.0);
         let (since, why) = s.down.as_ref()?;
-        if since.elapsed() >= RETRY_AFTER && !s.probing {
-            s.probing = true;
+        let lapsed = |t: &Instant| t.elapsed() >= RETRY_AFTER;
+        if lapsed(since) && s.probing.as_ref().is_none_or(lapsed) {
+            s.probing = Some(Instant::now());
             return None;
         }
         Some(why.clone())
     }
 
-    /// A call that is not tried again ended: it answered (the server is up again), or failed as
-    /// unreachable (it is down from now), or failed otherwise (nothing is learned).
+    /// A call that is not tried again ended: it failed as unreachable (the server is down
+    /// from now), or the server answered, if only with an error (it is up).
     pub(super) fn saw<T>(&self, server: &str, result: &Result<T, tonic::Status>) {
         match result {
-            Ok(_) => self.up(),
             Err(s) if unreachable(s.code()) => self.fail(server, &reapi::describe(s)),
-            Err(_) => {}
+            _ => self.up(),
         }
     }
 
@@ -123,7 +125,7 @@ impl Health {
     pub(super) fn up(&self) {
         let mut s = lock(&self.0);
         s.down = None;
-        s.probing = false;
+        s.probing = None;
     }
 
     /// The server is down from now, for `cause`.
@@ -137,7 +139,7 @@ impl Health {
             ));
         }
         s.down = Some((Instant::now(), why));
-        s.probing = false;
+        s.probing = None;
     }
 
     /// What the user is told of the server's health, once per link.
@@ -196,7 +198,11 @@ mod tests {
         let h = Health::default();
         assert_eq!(h.down(), None);
         h.saw::<()>("grpc://farm", &Err(tonic::Status::internal("a bug")));
-        assert_eq!(h.down(), None, "a failure that is not unreachability");
+        assert_eq!(
+            h.down(),
+            None,
+            "an answer, if an error, is no unreachability"
+        );
         h.saw::<()>("grpc://farm", &Err(tonic::Status::unavailable("refused")));
         let why = h.down().expect("down");
         assert!(why.contains("grpc://farm is unreachable"), "{why}");
@@ -215,5 +221,12 @@ mod tests {
         lock(&h.0).down.as_mut().unwrap().0 = Instant::now().checked_sub(RETRY_AFTER).unwrap();
         assert_eq!(h.down(), None, "the first caller tries");
         assert!(h.down().is_some(), "the others still see it down");
+        // That caller made no call: after a while more, another gets the try.
+        lock(&h.0).probing = Some(Instant::now().checked_sub(RETRY_AFTER).unwrap());
+        assert_eq!(h.down(), None, "the try is given out again");
+        // Any answer ends it.
+        h.saw::<()>("s", &Err(tonic::Status::permission_denied("no")));
+        assert_eq!(h.down(), None);
+        assert_eq!(h.down(), None, "up for every caller");
     }
 }

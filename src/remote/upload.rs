@@ -35,10 +35,10 @@ enum Source<'a> {
 }
 
 /// The blobs this job sends (each with the sender the jobs that wait for it watch), and the
-/// uploads of other jobs it waits for.
+/// blobs other jobs send for it (each with what to watch).
 struct Claimed<'a> {
     mine: Vec<(re::Digest, Source<'a>, Tell)>,
-    others: Vec<Sent>,
+    others: Vec<(re::Digest, Source<'a>, Sent)>,
 }
 
 /// The job's action built whole when it was remembered from the last link (its blobs and the
@@ -58,25 +58,19 @@ fn rebuilt(ctx: &Session, index: usize, job: &JobAction) -> Result<Option<Rebuil
         .map_err(|e| format!("build the action of job {index}: {e}"))
 }
 
-/// Takes the blobs of the job no other job sends yet; the rest are waited for.
-fn claim<'a>(
-    ctx: &Session,
-    messages: &'a [(re::Digest, Vec<u8>)],
-    files: Vec<(re::Digest, PathBuf)>,
-) -> Claimed<'a> {
+/// Takes the blobs of the job no other job sends yet (or one sent and failed, or given up by
+/// a job that went away); the rest are waited for.
+fn claim<'a>(ctx: &Session, blobs: Vec<(re::Digest, Source<'a>)>) -> Claimed<'a> {
     let mut sent = lock(&ctx.sent);
     let mut c = Claimed {
         mine: Vec::new(),
         others: Vec::new(),
     };
-    let all = (messages
-        .iter()
-        .map(|(d, b)| (d.clone(), Source::Message(b))))
-    .chain(files.into_iter().map(|(d, p)| (d, Source::File(p))));
-    for (digest, source) in all {
+    for (digest, source) in blobs {
+        let abandoned = |rx: &Sent| rx.borrow().is_none() && rx.has_changed().is_err();
         match sent.get(&digest.hash) {
-            Some(rx) => c.others.push(rx.clone()),
-            None => {
+            Some(rx) if !abandoned(rx) => c.others.push((digest, source, rx.clone())),
+            _ => {
                 let (tx, rx) = watch::channel(None);
                 sent.insert(digest.hash.clone(), rx);
                 c.mine.push((digest, source, tx));
@@ -90,7 +84,8 @@ fn claim<'a>(
 }
 
 /// Puts in the CAS what job `index` (`job`) needs and the server lacks, and waits for the
-/// blobs other jobs send for it.
+/// blobs other jobs send for it. A blob another job failed to send (or gave up) is sent by
+/// this one, once.
 pub(super) async fn upload_job(ctx: &Session, index: usize, job: &JobAction) -> Result<(), String> {
     let rebuilt = rebuilt(ctx, index, job)?;
     let (messages, files) = match &rebuilt {
@@ -103,21 +98,43 @@ pub(super) async fn upload_job(ctx: &Session, index: usize, job: &JobAction) -> 
             (&job.blobs, files)
         }
     };
-    let Claimed { mine, others } = claim(ctx, messages, files);
-    let result = send(ctx, &mine).await;
-    for (_, _, tx) in &mine {
-        let _ = tx.send(Some(result.clone()));
-    }
-    result?;
-    for mut rx in others {
-        let done = rx.wait_for(Option::is_some).await;
-        if let Ok(done) = done {
-            if let Some(Err(e)) = &*done {
-                return Err(e.clone());
+    let mut todo: Vec<(re::Digest, Source<'_>)> = (messages.iter())
+        .map(|(d, b)| (d.clone(), Source::Message(b)))
+        .chain(files.into_iter().map(|(d, p)| (d, Source::File(p))))
+        .collect();
+    let mut failed = None;
+    for _round in 0..2 {
+        let Claimed { mine, others } = claim(ctx, todo);
+        let result = send(ctx, &mine).await;
+        if result.is_err() {
+            // Not this link's for good: the next job that needs them sends them.
+            let mut sent = lock(&ctx.sent);
+            for (d, _, _) in &mine {
+                sent.remove(&d.hash);
             }
         }
+        for (_, _, tx) in &mine {
+            let _ = tx.send(Some(result.clone()));
+        }
+        result?;
+        todo = Vec::new();
+        for (digest, source, mut rx) in others {
+            let outcome = rx.wait_for(Option::is_some).await.map(|v| v.clone());
+            match outcome {
+                Ok(Some(Ok(()))) => {}
+                Ok(Some(Err(e))) => {
+                    failed = Some(e);
+                    todo.push((digest, source));
+                }
+                // The job sending it went away before it was sent.
+                _ => todo.push((digest, source)),
+            }
+        }
+        if todo.is_empty() {
+            return Ok(());
+        }
     }
-    Ok(())
+    Err(failed.unwrap_or_else(|| "upload: another job gave up sending a blob".into()))
 }
 
 /// Sends what the server lacks of `mine`.

@@ -242,8 +242,11 @@ fn endpoint(target: &Target) -> Result<Endpoint, String> {
 fn headers(target: &Target) -> Result<Headers, String> {
     let mut out = Vec::new();
     for (k, v) in &target.headers {
-        let key = AsciiMetadataKey::from_bytes(k.to_ascii_lowercase().as_bytes())
-            .map_err(|_| format!("{k:?} is not a valid header name"))?;
+        let key =
+            AsciiMetadataKey::from_bytes(k.to_ascii_lowercase().as_bytes()).map_err(|_| {
+                "a header's name is not a valid header name (not shown: it may hold a key)"
+                    .to_string()
+            })?;
         let value = AsciiMetadataValue::try_from(v.as_str())
             .map_err(|_| format!("the value of header {k} is not printable ASCII"))?;
         out.push((key, value));

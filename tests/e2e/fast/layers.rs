@@ -40,15 +40,51 @@ fn code(file: &Path) -> String {
     }
 }
 
+/// The lines of a text, with each `use` that rustfmt spread over several lines joined into one
+/// (its first line's number).
+fn logical_lines(text: &str) -> Vec<(usize, String)> {
+    let mut out: Vec<(usize, String)> = Vec::new();
+    let mut open = false;
+    for (n, line) in text.lines().enumerate() {
+        let t = line.trim_start();
+        if open {
+            out.last_mut().expect("a use").1.push_str(t);
+        } else {
+            out.push((n + 1, line.to_string()));
+        }
+        let starts = t.starts_with("use ") || (t.starts_with("pub") && t.contains(" use "));
+        if starts || open {
+            open = !t.trim_end().ends_with(';');
+        }
+    }
+    out
+}
+
+/// The paths of a group's members (`{b, c::d}` after `a::`), each after `segments`.
+fn group(segments: &[String], group: &str, line: usize, found: &mut Vec<(usize, Vec<String>)>) {
+    let end = group.find('}').unwrap_or(group.len());
+    for member in group[..end].split(',').filter(|m| !m.trim().is_empty()) {
+        let member: Vec<String> = member
+            .trim()
+            .split("::")
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty() && s != "self" && s != "*")
+            .collect();
+        let mut path = segments.to_vec();
+        path.extend(member);
+        found.push((line, path));
+    }
+}
+
 /// Every path starting with `prefix` (`crate::`, `super::`) a text names, as (line number,
-/// segments); a group (`a::{b, c::d}`) gives one path per member.
+/// segments); a group (`a::{b, c::d}`, `crate::{a, b}`) gives one path per member.
 fn paths(text: &str, prefix: &str) -> Vec<(usize, Vec<String>)> {
     let mut found = Vec::new();
-    for (n, line) in text.lines().enumerate() {
+    for (n, line) in logical_lines(text) {
         if line.trim_start().starts_with("//") {
             continue;
         }
-        let mut rest = line;
+        let mut rest = line.as_str();
         while let Some(at) = rest.find(prefix) {
             // Not the tail of a longer word (`self::super::`).
             let before = rest[..at].chars().last();
@@ -59,38 +95,27 @@ fn paths(text: &str, prefix: &str) -> Vec<(usize, Vec<String>)> {
             let mut segments = Vec::new();
             let mut tail = rest;
             loop {
+                if let Some(g) = tail.strip_prefix('{') {
+                    group(&segments, g, n, &mut found);
+                    segments.clear();
+                    break;
+                }
                 let word: String = tail
                     .chars()
                     .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
                     .collect();
-                if !word.is_empty() {
-                    segments.push(word.clone());
-                    tail = &tail[word.len()..];
+                if word.is_empty() {
+                    break;
                 }
-                if let Some(t) = tail.strip_prefix("::") {
-                    tail = t;
-                    if let Some(group) = t.strip_prefix('{') {
-                        let end = group.find('}').unwrap_or(group.len());
-                        for member in group[..end].split(',') {
-                            let member: Vec<String> = member
-                                .trim()
-                                .split("::")
-                                .map(|s| s.trim().to_string())
-                                .filter(|s| !s.is_empty() && s != "self" && s != "*")
-                                .collect();
-                            let mut path = segments.clone();
-                            path.extend(member);
-                            found.push((n + 1, path));
-                        }
-                        segments.clear();
-                        break;
-                    }
-                    continue;
+                segments.push(word.clone());
+                tail = &tail[word.len()..];
+                match tail.strip_prefix("::") {
+                    Some(t) => tail = t,
+                    None => break,
                 }
-                break;
             }
             if !segments.is_empty() {
-                found.push((n + 1, segments));
+                found.push((n, segments));
             }
         }
     }
@@ -345,6 +370,20 @@ fn no_function_of_the_engine_or_the_remote_client_is_long() {
         "functions over {FN_LINES} lines:\n{}",
         long.join("\n")
     );
+}
+
+#[test]
+fn the_path_scan_sees_grouped_and_spread_imports() {
+    let text = "use crate::{engine::run as _x, util};\nuse crate::remote::{\n    a::B,\n    c,\n};\nlet x = crate::job::f();\n";
+    let names: Vec<Vec<String>> = paths(text, "crate::").into_iter().map(|(_, p)| p).collect();
+    let want: Vec<Vec<&str>> = vec![
+        vec!["engine", "run as _x"],
+        vec!["util"],
+        vec!["remote", "a", "B"],
+        vec!["remote", "c"],
+        vec!["job", "f"],
+    ];
+    assert_eq!(names, want);
 }
 
 #[test]

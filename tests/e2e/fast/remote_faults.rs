@@ -295,6 +295,13 @@ fn header_values_stay_out_of_messages_reports_and_traces() {
     assert!(!out.status.success());
     assert!(err.contains("line 2 is not NAME=VALUE"), "{err}");
     assert!(!err.contains("SECRET-IN-FILE"), "{err}");
+    // A line split at an `=` inside its value: its would-be name holds the key.
+    s.write("keys", "Authorization: Basic dXNlcjpTRUNSRVQ=\n");
+    let (out, _) = link(&s, &server, &[&file]);
+    let err = stderr(&out);
+    assert!(!out.status.success());
+    assert!(err.contains("line 1 is not NAME=VALUE"), "{err}");
+    assert!(!err.contains("dXNlcjpTRUNSRVQ"), "{err}");
     // The same in the variable, where clap would have printed it.
     let mut cmd = s.bridge(&["j.json"]);
     cmd.args(server.args())
@@ -384,4 +391,21 @@ fn a_kept_output_changed_in_place_is_not_taken_and_a_directory_others_write_is_r
     assert!(err.contains("others may write"), "{err}");
     let workers = each_job(&third, "/remote/worker");
     assert!(workers.iter().all(|w| w != "disk cache"), "{workers:?}");
+}
+
+#[test]
+fn a_blob_one_job_failed_to_send_is_sent_by_the_next_job_that_needs_it() {
+    let server = Server::start();
+    // The first job's upload fails with every retry (1 + 3 calls); the server is fine after.
+    server.set(|f| {
+        f.fail_times(Method::BatchUpdateBlobs, tonic::Code::Internal, 4);
+    });
+    let s = Space::new();
+    three_jobs(&s);
+    // One job at a time: the first fails alone, the others send shared.h themselves.
+    let (err, report) = linked(&s, &server, &["--remote-jobs=1"]);
+    let mut ran = ran(&report);
+    ran.sort();
+    assert_eq!(ran, ["fallback", "remote", "remote"], "{err}");
+    assert_objects(&s);
 }
