@@ -195,6 +195,13 @@ impl Sem {
 const SLOTS: u16 = 0;
 const USERS: u16 = 2;
 
+/// The file that names the set of a pool of `size` slots (its id and cookie). Named apart from
+/// the `sem-N` of the two-semaphore sets of older versions, which count no users and remove
+/// their set, and that file, whenever they leave with every slot free.
+fn set_file(size: usize) -> String {
+    format!("sems-{size}")
+}
+
 /// The host-wide pool of one size, open.
 pub struct Pool {
     dir: Utf8PathBuf,
@@ -213,7 +220,7 @@ impl Pool {
         }
         let dir = user_dir(base)?;
         let lock = Self::lock(&dir)?;
-        let name = format!("sem-{size}");
+        let name = set_file(size);
         let found = fs::read_to_string(dir.join(&name)).ok().and_then(|t| {
             let mut w = t.split_whitespace().map(str::parse::<i32>);
             let (Some(Ok(id)), Some(Ok(cookie))) = (w.next(), w.next()) else {
@@ -274,8 +281,26 @@ impl Pool {
     }
 
     /// Takes a slot, blocking until one is free; `Interrupted` when a signal arrives first.
+    ///
+    /// semop fails with EINVAL (EIDRM while waiting) only when the set is gone. The links of
+    /// this version remove it only once no process has it open (`Drop`); before the users were
+    /// counted, a link that left while another still used the pool removed it whenever every
+    /// slot happened to be free, and the other's next slot failed with `Invalid argument (os
+    /// error 22)`. What may still remove it under a link is outside: `ipcrm`, or
+    /// systemd-logind's `RemoveIPC=yes` (systemd's default) when the user's last session ends, as a
+    /// build left running after logging out; the error then says so.
     pub fn acquire(&self) -> io::Result<()> {
-        self.sem.op(SLOTS, -1)
+        self.sem.op(SLOTS, -1).map_err(|e| match e.raw_os_error() {
+            Some(libc::EINVAL | libc::EIDRM) => io::Error::new(
+                e.kind(),
+                format!(
+                    "its semaphore set {} was removed under this link (by ipcrm, or by \
+                     systemd-logind's RemoveIPC when this user's last session ended): {e}",
+                    self.sem.0
+                ),
+            ),
+            _ => e,
+        })
     }
 
     /// Gives a slot back.
@@ -296,7 +321,15 @@ impl Drop for Pool {
             && self.sem.value(0).ok() == Some(self.size as i32)
             && self.sem.waiting().ok() == Some(0);
         if idle {
-            let _ = fs::remove_file(self.dir.join(format!("sem-{}", self.size)));
+            // The file, only while it names this set: the pool directory may have been emptied
+            // (a tmp cleaner, logind's end of XDG_RUNTIME_DIR) and a later link made another.
+            let file = self.dir.join(set_file(self.size));
+            let names = fs::read_to_string(&file)
+                .ok()
+                .and_then(|t| t.split_whitespace().next()?.parse::<libc::c_int>().ok());
+            if names == Some(self.sem.0) {
+                let _ = fs::remove_file(file);
+            }
             remove_set(self.sem.0);
         }
         drop(lock);
@@ -443,7 +476,35 @@ mod tests {
         a.release().unwrap();
         drop(a);
         assert!(!Sem(id).is_ours(1) && Sem(id).value(0).is_err(), "removed");
-        assert!(!dir_in(&base).join("sem-2").exists());
+        assert!(!dir_in(&base).join("sems-2").exists());
+    }
+
+    #[test]
+    fn a_set_removed_under_a_link_is_named_and_a_link_that_leaves_keeps_anothers_file() {
+        let (_t, base) = base();
+        let a = Pool::open(&base, 2).unwrap();
+        // Removed from outside (ipcrm, or logind's RemoveIPC at the last logout): the next slot
+        // fails with EINVAL, and says why.
+        remove_set(a.sem.0);
+        let e = a.acquire().unwrap_err();
+        assert_eq!(e.raw_os_error(), None, "wrapped: {e}");
+        assert!(e.to_string().contains("was removed under this link"), "{e}");
+        assert!(e.to_string().contains("os error 22"), "{e}");
+        drop(a);
+        // The pool directory emptied under a link; a later link makes another set and file.
+        let c = Pool::open(&base, 2).unwrap();
+        let file = dir_in(&base).join("sems-2");
+        fs::remove_file(&file).unwrap();
+        let d = Pool::open(&base, 2).unwrap();
+        assert_ne!(c.sem.0, d.sem.0);
+        // c leaves its idle set: d's file stays, so the next link shares d's set.
+        drop(c);
+        assert!(file.exists(), "another link's file kept");
+        let e = Pool::open(&base, 2).unwrap();
+        assert_eq!(e.sem.0, d.sem.0);
+        drop(e);
+        drop(d);
+        assert!(!file.exists());
     }
 
     #[test]

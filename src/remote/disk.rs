@@ -5,19 +5,19 @@
 //! It knows one directory of read-only files named by their SHA-256 (`cas/ab/abcdef…`), and
 //! removes those no output used for `MAX_AGE`. It trusts nothing it did not check: the directory
 //! must be the user's own and writable by no one else (it is made 0700); no symbolic link under
-//! it is followed (each file is opened from its directory with `O_NOFOLLOW`); a kept file is a
-//! copy of the output, never the output's own inode, so that a tool that rewrites an output in
-//! place cannot change it; nothing is kept under a digest its bytes do not have, and a kept
-//! file is hashed and checked as an object again each time it is taken. It does not know
-//! actions or servers.
+//! it is followed (each file is opened from its directory with `O_NOFOLLOW`, and trim walks it
+//! by directory descriptors); a kept file is a copy of the output, never the output's own inode
+//! (one with another name is not taken), so that a tool that rewrites an output in place cannot
+//! change it; nothing is kept under a digest its bytes do not have, and a kept file is hashed
+//! and checked as an object again each time it is taken. It does not know actions or servers.
 
 use rustix::fs::{
-    fchmod, fstat, mkdirat, openat, renameat, unlinkat, AtFlags, FileType, Mode, OFlags,
+    fchmod, fstat, mkdirat, openat, renameat, statat, unlinkat, AtFlags, FileType, Mode, OFlags,
 };
 use std::fs;
 use std::io::{Error, ErrorKind, Read, Write};
 use std::os::fd::OwnedFd;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
@@ -30,6 +30,8 @@ const TRIM_EVERY: Duration = Duration::from_secs(24 * 3600);
 #[derive(Debug)]
 pub struct Disk {
     dir: PathBuf,
+    /// The directory itself, opened once (its `trimmed` stamp is made from it).
+    top: OwnedFd,
     /// Its `cas` directory, opened once (not through a symbolic link).
     cas: OwnedFd,
     /// This user: every kept file must be theirs.
@@ -69,28 +71,16 @@ impl Disk {
             Mode::empty(),
         )
         .map_err(|e| format!("open {shown}: {e}"))?;
-        let st = fstat(&top).map_err(|e| format!("read {shown}: {e}"))?;
         let uid = rustix::process::geteuid().as_raw();
-        if st.st_uid != uid {
-            return Err(format!(
-                "{shown} belongs to uid {}, not to this user (uid {uid}): files another user \
-                 put there would be taken as outputs",
-                st.st_uid
-            ));
-        }
-        if st.st_mode & 0o022 != 0 {
-            return Err(format!(
-                "others may write in {shown} (mode {:o}): make it 0700",
-                st.st_mode & 0o7777
-            ));
-        }
+        trusted(&top, &shown, uid)?;
         match mkdirat(&top, "cas", Mode::from_raw_mode(0o700)) {
             Ok(()) | Err(rustix::io::Errno::EXIST) => {}
             Err(e) => return Err(format!("make {shown}/cas: {e}")),
         }
         let cas = openat(&top, "cas", dir_flags(), Mode::empty())
             .map_err(|e| format!("open {shown}/cas: {}", no_link(e, Path::new("cas"))))?;
-        Ok(Disk { dir, cas, uid })
+        trusted(&cas, &format!("{shown}/cas"), uid)?;
+        Ok(Disk { dir, top, cas, uid })
     }
 
     /// The shelf and name of the file of digest `hash`; an error for anything but a SHA-256 in
@@ -121,7 +111,9 @@ impl Disk {
     }
 
     /// The kept file of `hash`, opened (not through a symbolic link), when it is a regular file
-    /// of this user's: the file and its size.
+    /// of this user's with no other name: the file and its size. One with another name (an
+    /// older version kept outputs as hard links of them) is removed from here, so that marking
+    /// it used never changes the mode of an output that shares its inode.
     fn kept(&self, hash: &str) -> std::io::Result<(fs::File, u64)> {
         let (shelf, name) = Disk::name(hash)?;
         let shelf = self.shelf(shelf, false)?;
@@ -132,6 +124,13 @@ impl Disk {
         if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile || st.st_uid != self.uid {
             return Err(bad(format!(
                 "{} is not a file of this user's",
+                self.path(hash).display()
+            )));
+        }
+        if st.st_nlink != 1 {
+            let _ = unlinkat(&shelf, name, AtFlags::empty());
+            return Err(bad(format!(
+                "{} shares its inode with another file",
                 self.path(hash).display()
             )));
         }
@@ -172,23 +171,24 @@ impl Disk {
     }
 
     /// Keeps a copy of the output `here`, whose digest is `hash`, unless this user keeps a
-    /// file of that digest and size already: written read-only under a temporary name, then
-    /// renamed into place (over a kept file of another size), so a kept file is always whole.
-    /// Nothing is kept when `here`'s bytes do not hash to `hash`.
+    /// file of these very bytes already: written read-only under a temporary name, then renamed
+    /// into place (over a kept file of other bytes), so a kept file is always whole. Nothing is
+    /// kept when `here`'s bytes do not hash to `hash`.
     pub fn keep(&self, here: &Path, hash: &str) -> std::io::Result<()> {
         let (shelf_name, name) = Disk::name(hash)?;
         let bytes = fs::read(here)?;
-        if let Ok((file, len)) = self.kept(hash) {
-            if len == bytes.len() as u64 {
-                used(&file);
-                return Ok(());
-            }
-        }
         if crate::util::fsutil::sha256_hex(&bytes) != hash {
             return Err(bad(format!(
                 "{} does not hash to {hash} (changed since it was fetched)",
                 here.display()
             )));
+        }
+        if let Ok((mut file, len)) = self.kept(hash) {
+            let mut kept = Vec::with_capacity(len as usize);
+            if len == bytes.len() as u64 && file.read_to_end(&mut kept).is_ok() && kept == bytes {
+                used(&file);
+                return Ok(());
+            }
         }
         let shelf = self.shelf(shelf_name, true)?;
         // Unique to this call: two jobs of one link may give the same output.
@@ -216,41 +216,91 @@ impl Disk {
     /// for `TRIM_EVERY` (its `trimmed` file says when it was). Symbolic links are removed, never
     /// followed.
     pub fn trim(&self) {
-        let stamp = self.dir.join("trimmed");
-        let now = SystemTime::now();
-        let recent = fs::symlink_metadata(&stamp)
-            .and_then(|m| m.modified())
-            .is_ok_and(|t| now.duration_since(t).unwrap_or_default() < TRIM_EVERY);
-        if recent || fs::symlink_metadata(&stamp).is_ok_and(|m| !m.is_file()) {
+        if !self.stamp() {
             return;
         }
-        if fs::write(&stamp, b"").is_err() {
-            return;
-        }
-        let oldest = now
+        let oldest = SystemTime::now()
             .checked_sub(MAX_AGE)
             .and_then(|t| t.duration_since(SystemTime::UNIX_EPOCH).ok())
             .map_or(0, |d| d.as_secs() as i64);
-        let Ok(shelves) = fs::read_dir(self.dir.join("cas")) else {
-            return;
-        };
-        // DirEntry's type and metadata are the entry's own: a link is not followed.
-        let shelves = shelves
-            .flatten()
-            .filter(|s| s.file_type().is_ok_and(|t| t.is_dir()));
-        for file in shelves
-            .flat_map(|s| fs::read_dir(s.path()))
-            .flatten()
-            .flatten()
-        {
-            // ctime: set when the file was kept, or marked as used.
-            let old = file.metadata().is_ok_and(|m| m.ctime() < oldest);
-            let link = file.file_type().is_ok_and(|t| t.is_symlink());
-            if old || link {
-                let _ = fs::remove_file(file.path());
+        // Every entry read from a directory opened here, looked at and removed relative to it:
+        // a link is removed, never followed, and no name is looked up through one.
+        for shelf in names(&self.cas) {
+            let fd = match openat(&self.cas, shelf.as_c_str(), dir_flags(), Mode::empty()) {
+                Ok(fd) => fd,
+                Err(rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR) => {
+                    let _ = unlinkat(&self.cas, shelf.as_c_str(), AtFlags::empty());
+                    continue;
+                }
+                Err(_) => continue,
+            };
+            for file in names(&fd) {
+                let Ok(st) = statat(&fd, file.as_c_str(), AtFlags::SYMLINK_NOFOLLOW) else {
+                    continue;
+                };
+                // ctime: set when the file was kept, or marked as used.
+                let link = FileType::from_raw_mode(st.st_mode) == FileType::Symlink;
+                if link || st.st_ctime < oldest {
+                    let _ = unlinkat(&fd, file.as_c_str(), AtFlags::empty());
+                }
             }
         }
     }
+
+    /// Whether the directory is due to be walked (its `trimmed` stamp is missing or older than
+    /// `TRIM_EVERY`); when it is, the stamp is set now. A stamp that is not a regular file (a
+    /// symbolic link) is removed, not followed, and made again.
+    fn stamp(&self) -> bool {
+        let now = SystemTime::now();
+        if let Ok(st) = statat(&self.top, "trimmed", AtFlags::SYMLINK_NOFOLLOW) {
+            if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
+                let _ = unlinkat(&self.top, "trimmed", AtFlags::empty());
+            } else {
+                let then = SystemTime::UNIX_EPOCH + Duration::from_secs(st.st_mtime.max(0) as u64);
+                if now.duration_since(then).unwrap_or_default() < TRIM_EVERY {
+                    return false;
+                }
+            }
+        }
+        let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let Ok(fd) = openat(&self.top, "trimmed", flags, Mode::from_raw_mode(0o600)) else {
+            return false;
+        };
+        fs::File::from(fd).set_modified(now).is_ok()
+    }
+}
+
+/// The names in the directory `fd` (but `.` and `..`), read from it.
+fn names(fd: &OwnedFd) -> Vec<std::ffi::CString> {
+    let Ok(dir) = rustix::fs::Dir::read_from(fd) else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .map(|e| e.file_name().to_owned())
+        .filter(|n| n.as_bytes() != b"." && n.as_bytes() != b"..")
+        .collect()
+}
+
+/// Refuses the directory `fd` (shown as `shown`) unless it is `uid`'s and no one else may write
+/// in it: files another user put there would be taken as outputs.
+fn trusted(fd: &OwnedFd, shown: &str, uid: u32) -> Result<(), String> {
+    let st = fstat(fd).map_err(|e| format!("read {shown}: {e}"))?;
+    let mode = st.st_mode & 0o7777;
+    let why = if st.st_uid != uid {
+        format!(
+            "{shown} belongs to uid {}, not to this user (uid {uid}): files another user put \
+             there would be taken as outputs",
+            st.st_uid
+        )
+    } else if mode & 0o022 != 0 {
+        format!("others may write in {shown} (mode {mode:o}): make it 0700")
+    } else {
+        return Ok(());
+    };
+    Err(format!(
+        "{why}, or name a directory of your own in --remote-disk-cache \
+         (DTLTO_BRIDGE_REMOTE_DISK_CACHE)"
+    ))
 }
 
 /// Directories are opened without following a symbolic link.
@@ -266,7 +316,7 @@ fn used(file: &fs::File) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
 
     fn object(tag: u8) -> Vec<u8> {
         // A minimal relocatable ELF object: its 64-byte header, no sections.
@@ -402,6 +452,75 @@ mod tests {
         assert_eq!(e.kind(), ErrorKind::InvalidData, "{e}");
         disk.trim();
         assert!(elsewhere.join("precious").exists());
+        assert!(fs::symlink_metadata(dir.path().join("cache/cas").join(&other[..2])).is_err());
+    }
+
+    #[test]
+    fn trim_removes_planted_links_and_never_writes_or_removes_through_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = dir.path().join("cache");
+        let disk = Disk::open(cache.clone()).unwrap();
+        // The user's file, last written two days ago: a stamp that names it is due.
+        let victim = dir.path().join("victim");
+        fs::write(&victim, b"precious").unwrap();
+        let two_days = SystemTime::now() - Duration::from_secs(2 * 24 * 3600);
+        fs::File::options()
+            .write(true)
+            .open(&victim)
+            .unwrap()
+            .set_modified(two_days)
+            .unwrap();
+        std::os::unix::fs::symlink(&victim, cache.join("trimmed")).unwrap();
+        let shelf = cache.join("cas/ab");
+        fs::create_dir(&shelf).unwrap();
+        std::os::unix::fs::symlink(&victim, shelf.join("a-link")).unwrap();
+        disk.trim();
+        assert_eq!(
+            fs::read(&victim).unwrap(),
+            b"precious",
+            "not written through"
+        );
+        assert!(
+            fs::symlink_metadata(shelf.join("a-link")).is_err(),
+            "removed"
+        );
+        let stamp = fs::symlink_metadata(cache.join("trimmed")).unwrap();
+        assert!(stamp.is_file(), "the stamp made again as a file");
+        // A stamp set just now: the next trim does not walk (a link planted now stays).
+        std::os::unix::fs::symlink(&victim, shelf.join("later")).unwrap();
+        disk.trim();
+        assert!(fs::symlink_metadata(shelf.join("later")).is_ok());
+    }
+
+    #[test]
+    fn a_kept_file_that_is_another_name_of_an_output_is_neither_taken_nor_marked() {
+        // An older version kept an output as a hard link of it, and made it read-only.
+        let dir = tempfile::tempdir().unwrap();
+        let disk = Disk::open(dir.path().join("cache")).unwrap();
+        let out = dir.path().join("a.o");
+        fs::write(&out, object(4)).unwrap();
+        fs::set_permissions(&out, fs::Permissions::from_mode(0o644)).unwrap();
+        let hash = crate::util::fsutil::sha256_hex(&object(4));
+        let kept = disk.path(&hash);
+        fs::create_dir_all(kept.parent().unwrap()).unwrap();
+        fs::hard_link(&out, &kept).unwrap();
+        let e = disk.place(&hash, 64, &dir.path().join("b.o")).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidData, "{e}");
+        assert!(e.to_string().contains("shares its inode"), "{e}");
+        assert!(!kept.exists(), "the cache's name removed");
+        assert_eq!(fs::metadata(&out).unwrap().mode() & 0o777, 0o644);
+        assert_eq!(fs::read(&out).unwrap(), object(4), "the output left whole");
+        fs::hard_link(&out, &kept).unwrap();
+        disk.keep(&out, &hash).unwrap();
+        let inode = |p: &Path| fs::metadata(p).unwrap().ino();
+        assert_ne!(inode(&kept), inode(&out), "kept again as a copy");
+        assert_eq!(fs::metadata(&out).unwrap().mode() & 0o777, 0o644);
+        // Planted bytes of the right size under the name: keep replaces them.
+        fs::remove_file(&kept).unwrap();
+        fs::write(&kept, object(5)).unwrap();
+        disk.keep(&out, &hash).unwrap();
+        assert_eq!(fs::read(&kept).unwrap(), object(4));
+        disk.place(&hash, 64, &dir.path().join("c.o")).unwrap();
     }
 
     #[test]
@@ -410,8 +529,17 @@ mod tests {
         let open = dir.path().join("open");
         fs::create_dir(&open).unwrap();
         fs::set_permissions(&open, fs::Permissions::from_mode(0o777)).unwrap();
-        let e = Disk::open(open).unwrap_err();
+        let e = Disk::open(open.clone()).unwrap_err();
         assert!(e.contains("others may write"), "{e}");
+        assert!(e.contains("--remote-disk-cache"), "{e}");
+        assert!(e.contains("DTLTO_BRIDGE_REMOTE_DISK_CACHE"), "{e}");
+        assert!(!open.join("cas").exists(), "nothing made in it");
+        // Its cas directory writable by others, though it is not.
+        let mine = dir.path().join("mine");
+        Disk::open(mine.clone()).unwrap();
+        fs::set_permissions(mine.join("cas"), fs::Permissions::from_mode(0o777)).unwrap();
+        let e = Disk::open(mine).unwrap_err();
+        assert!(e.contains("cas (mode 777)"), "{e}");
         let theirs = dir.path().join("theirs");
         fs::create_dir(&theirs).unwrap();
         if rustix::process::geteuid().is_root() {

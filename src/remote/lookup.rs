@@ -1,6 +1,6 @@
 //! Lookup: decides a link's cache hits before any job starts. With a disk cache, a job
-//! remembered with its last result whose outputs are kept there comes first, hard-linked, the
-//! server not asked (trusted by digest and size, as lld trusts its own cache). Then the link's
+//! remembered with its last result whose outputs are kept there comes first, copied, the server
+//! not asked (each kept file hashed against its digest and checked as an object). Then the link's
 //! own entry (`entry`): one action-cache entry, keyed by every job's action, that names every
 //! job's outputs. Then the action of each job still unknown, many calls in flight. The hits'
 //! outputs are fetched in batches and written atomically, and verified like local ones. Once the

@@ -10,5 +10,6 @@ mod layers;
 mod reapi;
 mod record;
 mod remote;
+mod remote_disk;
 mod remote_faults;
 mod scheduler;

@@ -333,66 +333,6 @@ fn header_values_stay_out_of_messages_reports_and_traces() {
     }
 }
 
-/// The kept files of a disk cache.
-fn kept_files(disk: &std::path::Path) -> Vec<std::path::PathBuf> {
-    let mut files = Vec::new();
-    for shelf in fs::read_dir(disk.join("cas")).unwrap().flatten() {
-        files.extend(
-            fs::read_dir(shelf.path())
-                .unwrap()
-                .flatten()
-                .map(|f| f.path()),
-        );
-    }
-    files
-}
-
-#[test]
-fn a_kept_output_changed_in_place_is_not_taken_and_a_directory_others_write_is_refused() {
-    use std::os::unix::fs::{MetadataExt, PermissionsExt};
-    let server = Server::start();
-    let s = Space::new();
-    let disk = s.tmp.with_file_name("disk");
-    let disk_arg = format!("--remote-disk-cache={}", disk.display());
-    super::remote::modules(&s, None);
-    super::remote::content_jobs(&s, super::remote::COMPILE);
-    let (err, first) = linked(&s, &server, &[&disk_arg]);
-    assert_eq!(ran(&first), ["remote"; 5], "{err}");
-    assert_eq!(fs::metadata(&disk).unwrap().mode() & 0o777, 0o700);
-    let [kept] = kept_files(&disk).try_into().unwrap();
-    // The output is a copy: not the kept file's inode.
-    let output = s.path("job0.native.o");
-    assert_ne!(
-        fs::metadata(&output).unwrap().ino(),
-        fs::metadata(&kept).unwrap().ino()
-    );
-    // Rewritten in place, the same size, as strip or objcopy running as root would.
-    let mut bytes = fs::read(&kept).unwrap();
-    *bytes.last_mut().unwrap() ^= 0xff;
-    fs::set_permissions(&kept, fs::Permissions::from_mode(0o644)).unwrap();
-    fs::write(&kept, &bytes).unwrap();
-    let (err, second) = linked(&s, &server, &[&disk_arg]);
-    let workers = each_job(&second, "/remote/worker");
-    assert!(
-        workers.iter().all(|w| w != "disk cache"),
-        "{workers:?}: {err}"
-    );
-    for i in 0..5 {
-        assert_eq!(s.read(&format!("job{i}.native.o")), object());
-    }
-    // Writable by others: not used, said once.
-    fs::set_permissions(&disk, fs::Permissions::from_mode(0o777)).unwrap();
-    let (err, third) = linked(&s, &server, &[&disk_arg]);
-    assert_eq!(
-        err.matches("--remote-disk-cache is not used").count(),
-        1,
-        "{err}"
-    );
-    assert!(err.contains("others may write"), "{err}");
-    let workers = each_job(&third, "/remote/worker");
-    assert!(workers.iter().all(|w| w != "disk cache"), "{workers:?}");
-}
-
 #[test]
 fn a_blob_one_job_failed_to_send_is_sent_by_the_next_job_that_needs_it() {
     let server = Server::start();
