@@ -2,13 +2,12 @@
 //! way only (each may use those listed before it; `exec` and `remote` stand side by side and
 //! meet only in `engine`):
 //!
-//! `util` → `bitcode` → `job` → `render` → `report` → (`exec` | `remote`) → `cli` → `engine`
+//! `util` → `job` → `render` → `report` → (`exec` | `remote`) → `cli` → `engine`
 //! → `link` → `cmd`
 //!
 //! It exposes only what tests and the bench need — the job model (`job`) and the renderers
 //! (`render`) — and `main`, the program's entry point; everything else is private.
 
-mod bitcode;
 mod cli;
 mod cmd;
 mod engine;

@@ -9,7 +9,7 @@
 //! `bitcode` and runs nothing. A module it cannot read keeps lld's command, and says why.
 
 use super::parse::{JobFile, Str};
-use crate::bitcode::module;
+use crate::job::bitcode::module;
 use std::collections::BTreeMap;
 use std::path::Path;
 

@@ -168,7 +168,7 @@ fn target(command: &LinkCommand, cwd: &Utf8Path, jobs: &[SpecJob]) -> String {
     let Some(module) = jobs.first().map(|j| &j.inputs[0]) else {
         return command.triple.clone();
     };
-    match crate::bitcode::module::read_file(cwd.join(module).as_std_path()) {
+    match crate::job::bitcode::module::read_file(cwd.join(module).as_std_path()) {
         Ok(m) => m.triple,
         Err(e) => {
             report::warning(&format!(

@@ -11,10 +11,10 @@
 
 mod summary;
 
-use crate::bitcode::bitstream::{Block, Entry, Reader, Record, Writer, ENTER_SUBBLOCK};
+use crate::job::bitcode::bitstream::{Block, Entry, Reader, Record, Writer, ENTER_SUBBLOCK};
 use std::collections::HashMap;
 
-use crate::bitcode::bitstream::{BLOCKINFO_BLOCK, MAGIC};
+use crate::job::bitcode::bitstream::{BLOCKINFO_BLOCK, MAGIC};
 const MODULE_BLOCK: u64 = 8;
 const MODULE_STRTAB_BLOCK: u64 = 19;
 const GLOBALVAL_SUMMARY_BLOCK: u64 = 20;

@@ -12,7 +12,7 @@
 //! relies on what LLVM's reader does: values and modules are numbered only within the file,
 //! and a backend does not depend on the order of the summaries.
 
-use crate::bitcode::bitstream::{Reader, Record, Writer};
+use crate::job::bitcode::bitstream::{Reader, Record, Writer};
 use std::collections::{BTreeMap, HashMap};
 
 const FS_COMBINED: u64 = 4;
