@@ -252,13 +252,18 @@ impl Core {
         }
     }
 
-    /// The launcher of a job started before it came said hello.
-    fn late_hello(&mut self, index: usize) -> Vec<Step> {
-        self.launcher[index] = true;
+    /// One more launcher came: gathering ends once every launcher expected has.
+    fn arrived(&mut self) {
         self.connected += 1;
         if self.connected >= self.expected {
             self.gathering = false;
         }
+    }
+
+    /// The launcher of a job started before it came said hello.
+    fn late_hello(&mut self, index: usize) -> Vec<Step> {
+        self.launcher[index] = true;
+        self.arrived();
         match self.phase[index] {
             Phase::Done => {
                 let code = self.owed[index].take().unwrap_or(0);
@@ -330,10 +335,7 @@ impl Core {
         } else {
             self.ready.push(entry);
         }
-        self.connected += 1;
-        if self.connected >= self.expected {
-            self.gathering = false;
-        }
+        self.arrived();
         Some(self.dispatch())
     }
 
