@@ -433,6 +433,27 @@ fn a_relink_misses_the_action_cache_only_where_an_import_an_option_or_the_compil
     assert_eq!(misses(&fifth), ["the compiler changed"; 5]);
 }
 
+/// Links with `farm` (default settings), and does `fault` to it once a worker has started a
+/// job: the link's output and report, and how long it took after the fault.
+fn link_while(
+    space: &Space,
+    inputs: &[String],
+    farm: &mut Farm,
+    fault: impl FnOnce(&mut Farm),
+) -> (std::process::Output, Value, Duration) {
+    let args = farm.args();
+    std::thread::scope(|s| {
+        let handle = s.spawn(|| link(space, &args, &[], inputs));
+        wait_for("a worker to start a job", || {
+            farm.log().iter().any(|e| e.get("started").is_some())
+        });
+        let at = Instant::now();
+        fault(farm);
+        let (out, report) = handle.join().unwrap();
+        (out, report, at.elapsed())
+    })
+}
+
 #[test]
 fn a_server_that_is_down_or_dies_mid_link_leaves_the_jobs_to_run_here() {
     let space = Space::new();
@@ -458,20 +479,7 @@ fn a_server_that_is_down_or_dies_mid_link_leaves_the_jobs_to_run_here() {
 
     // Killed while its workers run the jobs: each job falls back, the link succeeds.
     let mut farm = Farm::start(1, &["--delay", "3"]);
-    let args = farm.args();
-    let linking = {
-        let space = &space;
-        let inputs = inputs.clone();
-        std::thread::scope(|s| {
-            let handle = s.spawn(move || link(space, &args, &[], &inputs));
-            wait_for("a worker to start a job", || {
-                farm.log().iter().any(|e| e.get("started").is_some())
-            });
-            farm.kill_server();
-            handle.join().unwrap()
-        })
-    };
-    let (out, report) = linking;
+    let (out, report, _) = link_while(&space, &inputs, &mut farm, Farm::kill_server);
     assert_linked(&out);
     assert_eq!(space.run_program("prog"), HELLO);
     assert!(
@@ -910,22 +918,9 @@ fn a_server_killed_or_stopped_mid_link_ends_the_link_within_seconds_with_the_loc
         let space = Space::new();
         let inputs = space.hello();
         let mut farm = Farm::start(1, &["--delay", "3"]);
-        let args = farm.args();
-        let (out, report, after) = {
-            let space = &space;
-            let inputs = inputs.clone();
-            std::thread::scope(|s| {
-                // Default settings: the bound is the one users get.
-                let handle = s.spawn(move || link(space, &args, &[], &inputs));
-                wait_for("a worker to start a job", || {
-                    farm.log().iter().any(|e| e.get("started").is_some())
-                });
-                let fault = Instant::now();
-                farm.signal_server(signal);
-                let (out, report) = handle.join().unwrap();
-                (out, report, fault.elapsed())
-            })
-        };
+        // Default settings: the bound is the one users get.
+        let (out, report, after) =
+            link_while(&space, &inputs, &mut farm, |f| f.signal_server(signal));
         let err = stderr(&out);
         assert_linked(&out);
         assert_eq!(space.run_program("prog"), HELLO);
