@@ -248,36 +248,25 @@ fn build_one(
     }) {
         return (Err(format!("read its input {input}: {e}")), None);
     }
-    let key = known.and_then(|known| {
-        let digest = |k: usize, _: &str| match found[k] {
-            Some(Ok((d, _))) => Some(d.hash.clone()),
-            _ => None,
-        };
-        let shard = shard.as_ref().and_then(|(_, found, _)| found.as_ref().ok());
-        let shard = shard.map(|(d, _)| d.hash.as_str());
-        let key = known.key(common, argv, inputs, outputs, &digest, shard)?;
-        Some((known, key))
-    });
+    let shard_bytes = shard
+        .as_ref()
+        .and_then(|(_, _, bytes)| bytes.as_deref().ok());
+    let digest = |p: &Path| match find(p) {
+        Some(Ok((d, _))) => d.clone(),
+        _ => re::Digest::default(),
+    };
+    let words = [argv, inputs, outputs];
+    let prepared = action::prepare(common, words, &digest, shard_bytes);
+    // A job remembered by what its action is made of is not built (its shard not rewritten).
+    let key = known
+        .zip(prepared.identity())
+        .and_then(|(known, identity)| Some((known, known.key(common, &identity)?)));
     if let Some((known, key)) = &key {
         if let Some(job) = known.get(key, &super::memo::jobs::outputs_here(cwd, outputs)) {
             return (Ok((job, Vec::new())), Some(key.clone()));
         }
     }
-    let shard_bytes = shard
-        .as_ref()
-        .and_then(|(_, _, bytes)| bytes.as_deref().ok());
-    let built = action::build(
-        common,
-        argv,
-        inputs,
-        outputs,
-        &|p: &Path| match find(p) {
-            Some(Ok((d, _))) => d.clone(),
-            _ => re::Digest::default(),
-        },
-        shard_bytes,
-    );
-    let built = match built {
+    let built = match prepared.build(common, words, &digest) {
         Ok(built) => built,
         Err(e) => return (Err(e), None),
     };

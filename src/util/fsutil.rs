@@ -125,6 +125,31 @@ pub fn hex(digest: sha2::digest::Output<Sha256>) -> String {
     format!("{digest:x}")
 }
 
+/// A digest of words, each taken with its length so that no two lists give the same bytes.
+#[derive(Default)]
+pub struct Words(sha2::Sha256);
+
+impl Words {
+    pub fn word(&mut self, w: &str) {
+        use sha2::Digest;
+        self.0.update((w.len() as u64).to_le_bytes());
+        self.0.update(w.as_bytes());
+    }
+
+    pub fn list<'a>(&mut self, words: impl Iterator<Item = &'a str>) {
+        let words: Vec<&str> = words.collect();
+        self.word(&words.len().to_string());
+        for w in words {
+            self.word(w);
+        }
+    }
+
+    pub fn finish(self) -> String {
+        use sha2::Digest;
+        crate::util::fsutil::hex(self.0.finalize())
+    }
+}
+
 /// A file name of 16 hex digits that stays the same for the same `parts` (the first 8 bytes of
 /// the SHA-256 of the parts joined by NUL bytes).
 pub fn stable_name(parts: &[&[u8]]) -> String {

@@ -46,21 +46,46 @@ impl Reader<'_> {
         if self.bit + width as usize > self.bytes.len() * 8 {
             return Err("truncated".into());
         }
-        let mut v = 0u64;
-        let mut got = 0;
-        while got < width {
-            let offset = (self.bit % 8) as u32;
-            let take = (8 - offset).min(width - got);
-            let bits = u64::from(self.bytes[self.bit / 8] >> offset) & ((1 << take) - 1);
-            v |= bits << got;
-            got += take;
-            self.bit += take as usize;
+        if width > 56 {
+            // Wider than one load can hold past a byte boundary: two halves.
+            let low = self.fixed(32)?;
+            return Ok(low | self.fixed(width - 32)? << 32);
         }
-        Ok(v)
+        // The eight bytes from the one holding the next bit (zeros past the end), as one word.
+        let at = self.bit / 8;
+        let word = match self.bytes.get(at..at + 8) {
+            Some(eight) => u64::from_le_bytes(eight.try_into().expect("8 bytes")),
+            None => {
+                let mut eight = [0u8; 8];
+                let rest = &self.bytes[at..];
+                eight[..rest.len()].copy_from_slice(rest);
+                u64::from_le_bytes(eight)
+            }
+        };
+        let offset = self.bit % 8;
+        self.bit += width as usize;
+        Ok((word >> offset) & low_bits(width))
     }
 
     pub fn vbr(&mut self, width: u32) -> Result<u64, String> {
         let high = 1u64 << (width - 1);
+        // Most numbers end within the next eight bytes: read from one word.
+        let at = self.bit / 8;
+        if let Some(eight) = self.bytes.get(at..at + 8) {
+            let offset = self.bit % 8;
+            let word = u64::from_le_bytes(eight.try_into().expect("8 bytes")) >> offset;
+            let (mut v, mut shift, mut used) = (0u64, 0, 0);
+            while used + width as usize <= 64 - offset {
+                let chunk = (word >> used) & low_bits(width);
+                v |= (chunk & (high - 1)) << shift;
+                used += width as usize;
+                if chunk & high == 0 {
+                    self.bit += used;
+                    return Ok(v);
+                }
+                shift += width - 1;
+            }
+        }
         let mut v = 0u64;
         let mut shift = 0;
         loop {
@@ -152,7 +177,12 @@ impl Reader<'_> {
         if id == UNABBREV_RECORD {
             let code = self.vbr(6)?;
             let n = self.vbr(6)?;
-            let ops = (0..n).map(|_| self.vbr(6)).collect::<Result<_, _>>()?;
+            // Room for the operands the rest of the bytes can hold (a number takes 6 bits).
+            let left = (self.bytes.len() * 8).saturating_sub(self.bit) / 6;
+            let mut ops = Vec::with_capacity(usize::try_from(n).unwrap_or(usize::MAX).min(left));
+            for _ in 0..n {
+                ops.push(self.vbr(6)?);
+            }
             return Ok(Record {
                 code,
                 ops,
@@ -162,7 +192,13 @@ impl Reader<'_> {
         let abbrev = abbrevs
             .get((id - 4) as usize)
             .ok_or_else(|| format!("undefined abbreviation {id} (width {width})"))?;
+        // The first value is the record's code, the others its operands.
+        let mut code = None;
         let mut values = Vec::new();
+        let mut put = |v: u64| match code {
+            None => code = Some(v),
+            Some(_) => values.push(v),
+        };
         let mut blob = false;
         let mut i = 0;
         while i < abbrev.len() {
@@ -171,7 +207,7 @@ impl Reader<'_> {
                     let element = *abbrev.get(i + 1).ok_or("an array without its element")?;
                     let n = self.vbr(6)?;
                     for _ in 0..n {
-                        values.push(self.scalar(element)?);
+                        put(self.scalar(element)?);
                     }
                     i += 2;
                     continue;
@@ -181,18 +217,15 @@ impl Reader<'_> {
                     let n = self.vbr(6)? as usize;
                     self.align32();
                     for _ in 0..n {
-                        values.push(self.fixed(8)?);
+                        put(self.fixed(8)?);
                     }
                     self.align32();
                 }
-                op => values.push(self.scalar(op)?),
+                op => put(self.scalar(op)?),
             }
             i += 1;
         }
-        if values.is_empty() {
-            return Err(format!("abbreviation {id} gives no record code"));
-        }
-        let code = values.remove(0);
+        let code = code.ok_or_else(|| format!("abbreviation {id} gives no record code"))?;
         Ok(Record {
             code,
             ops: values,
@@ -299,39 +332,86 @@ pub fn blockinfo(r: &mut Reader<'_>, width: u32) -> Result<HashMap<u64, Vec<Vec<
     }
 }
 
+/// A mask of the low `width` bits (none for 0, all for 64 or more).
+fn low_bits(width: u32) -> u64 {
+    match width {
+        0 => 0,
+        w if w >= 64 => u64::MAX,
+        w => u64::MAX >> (64 - w),
+    }
+}
+
 /// Bits, least significant first, into little-endian bytes.
 #[derive(Default)]
 pub struct Writer {
-    pub bytes: Vec<u8>,
-    bit: usize,
+    bytes: Vec<u8>,
+    /// The bits not yet in `bytes` (`count` of them, at most 64), the first one lowest.
+    pending: u64,
+    count: u32,
 }
 
 impl Writer {
-    pub fn fixed(&mut self, value: u64, width: u32) {
-        // A byte's worth at a time: the low `width` bits of `value`, first bit first.
-        let mut value = value & (u64::MAX >> (64 - width.clamp(1, 64)));
-        let mut left = width;
-        while left > 0 {
-            if self.bit / 8 == self.bytes.len() {
-                self.bytes.push(0);
-            }
-            let offset = (self.bit % 8) as u32;
-            let take = (8 - offset).min(left);
-            let bits = (value & ((1 << take) - 1)) as u8;
-            self.bytes[self.bit / 8] |= bits << offset;
-            value >>= take;
-            left -= take;
-            self.bit += take as usize;
+    /// A writer with room for `bytes` bytes.
+    pub fn with_capacity(bytes: usize) -> Writer {
+        Writer {
+            bytes: Vec::with_capacity(bytes),
+            ..Writer::default()
         }
+    }
+
+    /// The bytes written, the last one filled up with zero bits.
+    pub fn into_bytes(mut self) -> Vec<u8> {
+        self.flush();
+        self.bytes
+    }
+
+    /// The pending bits out, the last byte filled up with zero bits.
+    fn flush(&mut self) {
+        let n = self.count.div_ceil(8) as usize;
+        self.bytes
+            .extend_from_slice(&self.pending.to_le_bytes()[..n]);
+        (self.pending, self.count) = (0, 0);
+    }
+
+    pub fn fixed(&mut self, value: u64, width: u32) {
+        if width == 0 {
+            return;
+        }
+        if width > 32 {
+            self.fixed(value, 32);
+            self.fixed(value >> 32, width - 32);
+            return;
+        }
+        // Up to 64 bits pending; four bytes go out when the next number would not fit.
+        if self.count + width > 64 {
+            self.bytes
+                .extend_from_slice(&(self.pending as u32).to_le_bytes());
+            self.pending >>= 32;
+            self.count -= 32;
+        }
+        self.pending |= (value & low_bits(width)) << self.count;
+        self.count += width;
     }
 
     pub fn vbr(&mut self, mut value: u64, width: u32) {
         let high = 1u64 << (width - 1);
-        while value >= high {
-            self.fixed((value & (high - 1)) | high, width);
+        // The chunks gathered while they fit in 32 bits, written at once.
+        let (mut bits, mut n) = (0u64, 0);
+        loop {
+            if n + width > 32 {
+                self.fixed(bits, n);
+                (bits, n) = (0, 0);
+            }
+            if value < high {
+                bits |= value << n;
+                n += width;
+                break;
+            }
+            bits |= ((value & (high - 1)) | high) << n;
+            n += width;
             value >>= width - 1;
         }
-        self.fixed(value, width);
+        self.fixed(bits, n);
     }
 
     pub fn unabbreviated(&mut self, width: u32, code: u64, ops: &[u64]) {
@@ -350,8 +430,8 @@ impl Writer {
     }
 
     pub fn align32(&mut self) {
-        self.bit = self.bit.div_ceil(32) * 32;
-        self.bytes.resize(self.bit / 8, 0);
+        self.flush();
+        self.bytes.resize(self.bytes.len().div_ceil(4) * 4, 0);
     }
 }
 
@@ -369,8 +449,9 @@ mod tests {
         }
         w.vbr(u64::MAX, 6);
         w.align32();
+        let bytes = w.into_bytes();
         let mut r = Reader {
-            bytes: &w.bytes,
+            bytes: &bytes,
             bit: 0,
         };
         for (v, width) in NUMBERS {
@@ -378,7 +459,53 @@ mod tests {
             assert_eq!(r.fixed(width).unwrap(), v & ((1 << width) - 1));
         }
         assert_eq!(r.vbr(6).unwrap(), u64::MAX);
-        assert_eq!(w.bytes.len() % 4, 0);
+        assert_eq!(bytes.len() % 4, 0);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_numbers_of_any_width_round_trip(
+            items in proptest::collection::vec(
+                (proptest::prelude::any::<u64>(), 0u32..=64, 2u32..=32), 0..48),
+        ) {
+            let mut w = Writer::default();
+            for &(v, width, vbr) in &items {
+                w.fixed(v, width);
+                w.vbr(v, vbr);
+            }
+            let bytes = w.into_bytes();
+            let mut r = Reader { bytes: &bytes, bit: 0 };
+            for &(v, width, vbr) in &items {
+                proptest::prop_assert_eq!(r.fixed(width).unwrap(), v & low_bits(width));
+                proptest::prop_assert_eq!(r.vbr(vbr).unwrap(), v);
+            }
+            // The bytes end with the last bit written.
+            proptest::prop_assert_eq!(bytes.len(), r.bit.div_ceil(8));
+        }
+
+        #[test]
+        fn any_unabbreviated_records_read_back(
+            width in 2u32..=32,
+            records in proptest::collection::vec(
+                (4u64..1 << 20, proptest::collection::vec(proptest::prelude::any::<u64>(), 0..40)),
+                0..24),
+        ) {
+            let mut w = Writer::default();
+            for (code, ops) in &records {
+                w.unabbreviated(width, *code, ops);
+            }
+            w.end_block(width);
+            let bytes = w.into_bytes();
+            let mut r = Reader { bytes: &bytes, bit: 0 };
+            let back: Vec<(u64, Vec<u64>)> = r
+                .records(width, "test block")
+                .unwrap()
+                .into_iter()
+                .map(|r| (r.code, r.ops))
+                .collect();
+            proptest::prop_assert_eq!(back, records);
+            proptest::prop_assert_eq!(r.bit, bytes.len() * 8);
+        }
     }
 
     #[test]
@@ -387,13 +514,14 @@ mod tests {
         w.unabbreviated(3, 16, &[7, u64::MAX]);
         w.unabbreviated(3, 1, &[]);
         w.end_block(3);
+        let bytes = w.into_bytes();
         let mut r = Reader {
-            bytes: &w.bytes,
+            bytes: &bytes,
             bit: 0,
         };
         let records = r.records(3, "test block").unwrap();
         let codes: Vec<(u64, Vec<u64>)> = records.into_iter().map(|r| (r.code, r.ops)).collect();
         assert_eq!(codes, [(16, vec![7, u64::MAX]), (1, vec![])]);
-        assert_eq!(r.bit, w.bytes.len() * 8);
+        assert_eq!(r.bit, bytes.len() * 8);
     }
 }

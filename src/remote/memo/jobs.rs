@@ -12,6 +12,7 @@
 
 use crate::job::outcome::Ingredients;
 use crate::remote::action::{self, Common, JobAction};
+use crate::util::fsutil::Words;
 use crate::util::store::Store;
 use bazel_remote_apis::build::bazel::remote::execution::v2 as re;
 use rayon::prelude::*;
@@ -21,7 +22,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 /// The first line of the file; another one means a file of another layout, read as empty.
-const STORE: Store = Store::new("actions", 1);
+const STORE: Store = Store::new("actions", 2);
 
 /// What a job's action is, as the lookup and the report need it (not what executing it needs).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -70,26 +71,11 @@ impl RememberedJobs {
         }
     }
 
-    /// The key of a job's action, when the job can be remembered: its own object and shard are
-    /// the only names lld gives per link (`action::canonical`), and every input and the shard
-    /// were read. `digest` gives an input's digest (by its index and name), `shard` is the
-    /// digest of the shard as read.
-    pub fn key(
-        &self,
-        common: &Common,
-        argv: &[&str],
-        inputs: &[&str],
-        outputs: &[&str],
-        digest: &dyn Fn(usize, &str) -> Option<String>,
-        shard: Option<&str>,
-    ) -> Option<String> {
+    /// The key of a job's action, when the job can be remembered (it is keyed by content):
+    /// `identity` is what its action is made of (`action::Prepared::identity`), which holds no
+    /// name lld gives per link; the rest is what the link shares.
+    pub fn key(&self, common: &Common, identity: &str) -> Option<String> {
         self.path.as_ref()?;
-        let shard = shard?;
-        let (new_out, new_shard) = action::canonical(argv, inputs, outputs)?;
-        let out = outputs[0];
-        let shard_name = crate::job::output::shard_name(out);
-        let index_flag = format!("-fthinlto-index={shard_name}");
-        let new_index_flag = format!("-fthinlto-index={new_shard}");
         let mut h = Words::default();
         h.word(&STORE.header());
         h.word(&self.program);
@@ -103,20 +89,7 @@ impl RememberedJobs {
                 .iter()
                 .flat_map(|(k, v)| [k.as_str(), v.as_str()]),
         );
-        h.list(argv.iter().map(|w| match *w {
-            w if w == out => new_out.as_str(),
-            w if w == index_flag => new_index_flag.as_str(),
-            w => w,
-        }));
-        for (k, input) in inputs.iter().enumerate() {
-            if *input == shard_name {
-                h.word("<shard>");
-                h.word(shard);
-            } else {
-                h.word(input);
-                h.word(&digest(k, input)?);
-            }
-        }
+        h.word(identity);
         Some(h.finish())
     }
 
@@ -207,31 +180,6 @@ impl RememberedJobs {
     }
 }
 
-/// A digest of words, each taken with its length so that no two lists give the same bytes.
-#[derive(Default)]
-struct Words(sha2::Sha256);
-
-impl Words {
-    fn word(&mut self, w: &str) {
-        use sha2::Digest;
-        self.0.update((w.len() as u64).to_le_bytes());
-        self.0.update(w.as_bytes());
-    }
-
-    fn list<'a>(&mut self, words: impl Iterator<Item = &'a str>) {
-        let words: Vec<&str> = words.collect();
-        self.word(&words.len().to_string());
-        for w in words {
-            self.word(w);
-        }
-    }
-
-    fn finish(self) -> String {
-        use sha2::Digest;
-        crate::util::fsutil::hex(self.0.finalize())
-    }
-}
-
 /// This program's file, by its identity (device, inode, size, modification time): a build of
 /// it with another action layout is another file.
 fn program_identity() -> Option<String> {
@@ -298,69 +246,29 @@ mod tests {
         }
     }
 
-    fn key_of(k: &RememberedJobs, out: &str, input_digest: &str, shard: &str) -> Option<String> {
-        let shard_name = format!("{out}.thinlto.bc");
-        let index = format!("-fthinlto-index={shard_name}");
-        let argv = ["clang", "-c", "m.o", &index, "-o", out];
-        let digest = |_, i: &str| (i == "m.o").then(|| input_digest.to_string());
-        k.key(
-            &common(),
-            &argv,
-            &["m.o", &shard_name],
-            &[out],
-            &digest,
-            Some(shard),
-        )
-    }
-
-    /// The key of a job `clang m.o -fthinlto-index=obj1.thinlto.bc -o obj1 EXTRA...`.
-    fn key_of_obj1(
-        k: &RememberedJobs,
-        extra: &[&str],
-        digest: &dyn Fn(usize, &str) -> Option<String>,
-        shard: Option<&str>,
-    ) -> Option<String> {
-        let mut argv = vec![
-            "clang",
-            "m.o",
-            "-fthinlto-index=obj1.thinlto.bc",
-            "-o",
-            "obj1",
-        ];
-        argv.extend(extra);
-        let inputs = ["m.o", "obj1.thinlto.bc"];
-        k.key(&common(), &argv, &inputs, &["obj1"], digest, shard)
-    }
-
     #[test]
-    fn the_key_does_not_hold_lld_s_per_link_names_but_holds_every_content() {
+    fn the_key_is_the_action_s_identity_and_what_the_link_shares() {
         let k = known();
-        let a = key_of(&k, "m.1.111.native.o", "d1", "s1").unwrap();
-        assert_eq!(key_of(&k, "m.2.222.native.o", "d1", "s1").unwrap(), a);
-        assert_ne!(key_of(&k, "m.1.111.native.o", "d2", "s1").unwrap(), a);
-        assert_ne!(key_of(&k, "m.1.111.native.o", "d1", "s2").unwrap(), a);
-        // Another directory for the object is another action.
-        assert_ne!(key_of(&k, "o/m.1.111.native.o", "d1", "s1").unwrap(), a);
+        let a = k.key(&common(), "identity 1").unwrap();
+        assert_eq!(k.key(&common(), "identity 1").unwrap(), a);
+        assert_ne!(k.key(&common(), "identity 2").unwrap(), a);
+        let elsewhere = Common {
+            cwd: "/c".into(),
+            ..common()
+        };
+        assert_ne!(k.key(&elsewhere, "identity 1").unwrap(), a);
+        let other_compiler = Common {
+            identity: "clang 2".into(),
+            ..common()
+        };
+        assert_ne!(k.key(&other_compiler, "identity 1").unwrap(), a);
         let other = RememberedJobs {
             program: "q".into(),
             ..known()
         };
-        assert_ne!(key_of(&other, "m.1.111.native.o", "d1", "s1").unwrap(), a);
-        // An input or the shard not read: no key.
-        let some = |_, _: &str| Some("d".to_string());
-        let none = |_, _: &str| None;
-        assert!(key_of_obj1(&k, &[], &some, Some("s")).is_some());
-        assert_eq!(key_of_obj1(&k, &[], &none, Some("s")), None);
-        assert_eq!(key_of_obj1(&k, &[], &some, None), None);
+        assert_ne!(other.key(&common(), "identity 1").unwrap(), a);
         // Nothing kept: no key.
-        let off = RememberedJobs::default();
-        assert_eq!(key_of(&off, "m.1.111.native.o", "d1", "s1"), None);
-    }
-
-    #[test]
-    fn a_job_whose_command_names_its_object_elsewhere_is_not_remembered() {
-        let digest = |_, _: &str| Some("d".to_string());
-        assert_eq!(key_of_obj1(&known(), &["-Dobj1"], &digest, Some("s")), None);
+        assert_eq!(RememberedJobs::default().key(&common(), "identity 1"), None);
     }
 
     /// An entry of one output, with these summaries kept and ingredients.

@@ -67,7 +67,25 @@ pub struct Renamed {
 /// `summaries_kept` says why, when summary.rs cannot be sure of the block or the module block
 /// holds something else that could number modules. An error when the module table's layout
 /// is not the one this module knows, or when `rename` has no name for a path.
+#[cfg(test)]
 pub fn rename(shard: &[u8], rename: &dyn Fn(&str) -> Option<String>) -> Result<Renamed, String> {
+    plan(shard, rename)?.finish()
+}
+
+/// A rewrite of a shard, found but not made: its module table read and renamed. Finding it
+/// reads only the module block's records; making it (`finish`) reads and writes every summary.
+pub struct Plan<'a> {
+    shard: &'a [u8],
+    table: Table,
+    /// The modules renamed, in the order of their new names, with lld's ids.
+    modules: Vec<Module>,
+}
+
+/// The rewrite of `shard` with each module path `p` renamed `rename(p)` (see `rename`).
+pub fn plan<'a>(
+    shard: &'a [u8],
+    rename: &dyn Fn(&str) -> Option<String>,
+) -> Result<Plan<'a>, String> {
     let table = read_table(shard)?;
     let mut modules = Vec::with_capacity(table.modules.len());
     let mut seen = std::collections::HashSet::new();
@@ -80,62 +98,98 @@ pub fn rename(shard: &[u8], rename: &dyn Fn(&str) -> Option<String>) -> Result<R
     }
     // lld numbers the modules by their old names (19, 22) or their place in the link (14).
     modules.sort_by(|a, b| a.path.cmp(&b.path));
-    let numbers: HashMap<u64, u64> = modules
-        .iter()
-        .enumerate()
-        .map(|(new, m)| (m.id, new as u64))
-        .collect();
-    if numbers.len() != modules.len() {
-        return Err("two modules with one id".into());
-    }
-    let summary = match (&table.other, table.summary) {
-        (Some(other), _) => Err(format!("the module block holds {other}")),
-        (None, None) => Err("no summary block".into()),
-        (None, Some(s)) => summary::canonical(&shard[s.len_at + 4..s.end], s.width, &numbers)
-            .map(|body| (s, body))
-            .map_err(|e| format!("read the summary block: {e}")),
-    };
-    if summary.is_ok() {
-        for m in &mut modules {
-            m.id = numbers[&m.id];
-        }
-    }
-    let mut w = Writer::default();
-    for m in &modules {
-        let mut ops = vec![m.id];
-        ops.extend(m.path.bytes().map(u64::from));
-        w.unabbreviated(table.strtab.width, MST_CODE_ENTRY, &ops);
-        if let Some(words) = &m.hash {
-            w.unabbreviated(table.strtab.width, MST_CODE_HASH, words);
-        }
-    }
-    w.end_block(table.strtab.width);
-    let mut splices = vec![(table.strtab, w.bytes)];
-    let summaries_kept = match summary {
-        Ok(block) => {
-            splices.push(block);
-            None
-        }
-        Err(why) => Some(why),
-    };
-    let bytes = splice(shard, table.module_len_at, splices)?;
-    // Read back what was written: the same modules, renamed, and a summary block in canonical
-    // form already.
-    let back = read_table(&bytes)?;
-    if back.modules.len() != table.modules.len() {
-        return Err("the rewritten table does not read back".into());
-    }
-    if let (None, Some(s)) = (&summaries_kept, back.summary) {
-        let body = &bytes[s.len_at + 4..s.end];
-        let same: HashMap<u64, u64> = (0..modules.len() as u64).map(|i| (i, i)).collect();
-        if summary::canonical(body, s.width, &same).as_deref() != Ok(body) {
-            return Err("the rewritten summary block does not read back".into());
-        }
-    }
-    Ok(Renamed {
-        bytes,
-        summaries_kept,
+    Ok(Plan {
+        shard,
+        table,
+        modules,
     })
+}
+
+impl Plan<'_> {
+    /// What the rewritten shard is made of, as a SHA-256: every byte of the shard but its module
+    /// path table and the module block's length word (which follows the table's length), and
+    /// the renamed table. Two shards with the same identity are rewritten to the same bytes,
+    /// whatever paths lld gave their modules.
+    pub fn identity(&self) -> String {
+        use sha2::{Digest, Sha256};
+        let (shard, t) = (self.shard, &self.table);
+        let mut h = Sha256::new();
+        h.update(b"dtlto-bridge shard rewrite 1\0");
+        h.update(&shard[..t.module_len_at]);
+        h.update(&shard[t.module_len_at + 4..t.strtab.len_at]);
+        h.update(&shard[t.strtab.end..]);
+        h.update((t.strtab.width as u64).to_le_bytes());
+        for m in &self.modules {
+            h.update(m.id.to_le_bytes());
+            h.update((m.path.len() as u64).to_le_bytes());
+            h.update(m.path.as_bytes());
+            let hash = m.hash.as_deref().unwrap_or_default();
+            h.update((hash.len() as u64).to_le_bytes());
+            for word in hash {
+                h.update(word.to_le_bytes());
+            }
+        }
+        crate::util::fsutil::hex(h.finalize())
+    }
+
+    /// The rewritten shard (see `rename`).
+    pub fn finish(self) -> Result<Renamed, String> {
+        let Plan {
+            shard,
+            table,
+            mut modules,
+        } = self;
+        let numbers: HashMap<u64, u64> = modules
+            .iter()
+            .enumerate()
+            .map(|(new, m)| (m.id, new as u64))
+            .collect();
+        if numbers.len() != modules.len() {
+            return Err("two modules with one id".into());
+        }
+        let summary = match (&table.other, table.summary) {
+            (Some(other), _) => Err(format!("the module block holds {other}")),
+            (None, None) => Err("no summary block".into()),
+            (None, Some(s)) => summary::canonical(&shard[s.len_at + 4..s.end], s.width, &numbers)
+                .map(|body| (s, body))
+                .map_err(|e| format!("read the summary block: {e}")),
+        };
+        if summary.is_ok() {
+            for m in &mut modules {
+                m.id = numbers[&m.id];
+            }
+        }
+        let mut w = Writer::default();
+        for m in &modules {
+            let mut ops = vec![m.id];
+            ops.extend(m.path.bytes().map(u64::from));
+            w.unabbreviated(table.strtab.width, MST_CODE_ENTRY, &ops);
+            if let Some(words) = &m.hash {
+                w.unabbreviated(table.strtab.width, MST_CODE_HASH, words);
+            }
+        }
+        w.end_block(table.strtab.width);
+        let mut splices = vec![(table.strtab, w.into_bytes())];
+        let summaries_kept = match summary {
+            Ok(block) => {
+                splices.push(block);
+                None
+            }
+            Err(why) => Some(why),
+        };
+        let bytes = splice(shard, table.module_len_at, splices)?;
+        // Read back what was written: the same modules, renamed. (The summary block's records
+        // are written by the writer the bitstream's tests read back, any records of any
+        // width.)
+        let back = read_table(&bytes)?;
+        if back.modules != modules {
+            return Err("the rewritten table does not read back".into());
+        }
+        Ok(Renamed {
+            bytes,
+            summaries_kept,
+        })
+    }
 }
 
 /// The file with each block's body replaced (blocks in file order, none inside another), its
@@ -421,7 +475,7 @@ mod tests {
         w.vbr(3, 4);
         w.align32();
         w.fixed(1000, 32);
-        bytes.extend(w.bytes);
+        bytes.extend(w.into_bytes());
         assert!(module_paths(&bytes).unwrap_err().contains("past the end"));
     }
 }

@@ -13,7 +13,7 @@
 //! and a backend does not depend on the order of the summaries.
 
 use crate::job::bitcode::bitstream::{Reader, Record, Writer};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 const FS_COMBINED: u64 = 4;
 const FS_COMBINED_PROFILE: u64 = 5;
@@ -75,8 +75,12 @@ pub fn canonical(body: &[u8], width: u32, modules: &HashMap<u64, u64>) -> Result
     }
     let mut block = Block::sort(records, version)?;
     // Values in the order of their GUIDs, from 1 as LLVM numbers them.
-    let mut values = HashMap::new();
-    for (new, record) in block.guids.values_mut().enumerate() {
+    block.guids.sort_unstable_by_key(|(guid, _)| *guid);
+    if let Some(w) = block.guids.windows(2).find(|w| w[0].0 == w[1].0) {
+        return Err(format!("GUID {} twice", w[0].0));
+    }
+    let mut values = rustc_hash::FxHashMap::default();
+    for (new, (_, record)) in block.guids.iter_mut().enumerate() {
         if values.insert(record.ops[0], new as u64 + 1).is_some() {
             return Err(format!("value id {} twice", record.ops[0]));
         }
@@ -89,15 +93,16 @@ pub fn canonical(body: &[u8], width: u32, modules: &HashMap<u64, u64>) -> Result
         let ops = &s.record.ops;
         (s.record.code == FS_COMBINED_ALIAS, ops[1], ops[0])
     };
-    block.summaries.sort_by_key(key);
+    // Each key once (checked next), so an unstable sort gives one order.
+    block.summaries.sort_unstable_by_key(key);
     if block.summaries.windows(2).any(|w| key(&w[0]) == key(&w[1])) {
         return Err("two summaries of one value in one module".into());
     }
-    let mut w = Writer::default();
+    let mut w = Writer::with_capacity(body.len());
     let records = block
         .header
         .iter()
-        .chain(block.guids.values())
+        .chain(block.guids.iter().map(|(_, record)| record))
         .chain(
             block
                 .summaries
@@ -109,13 +114,14 @@ pub fn canonical(body: &[u8], width: u32, modules: &HashMap<u64, u64>) -> Result
         w.unabbreviated(width, record.code, &record.ops);
     }
     w.end_block(width);
-    Ok(w.bytes)
+    Ok(w.into_bytes())
 }
 
 /// The records of a summary block, sorted by what they hold.
 struct Block {
     header: Vec<Record>,
-    guids: BTreeMap<u64, Record>,
+    /// Each value's GUID and record.
+    guids: Vec<(u64, Record)>,
     summaries: Vec<Summary>,
     counts: Vec<Record>,
 }
@@ -125,7 +131,7 @@ impl Block {
     fn sort(records: Vec<Record>, version: u64) -> Result<Block, String> {
         let mut b = Block {
             header: Vec::new(),
-            guids: BTreeMap::new(),
+            guids: Vec::new(),
             summaries: Vec::new(),
             counts: Vec::new(),
         };
@@ -139,10 +145,7 @@ impl Block {
                     b.header.push(record)
                 }
                 FS_VALUE_GUID if b.summaries.is_empty() => {
-                    let guid = guid(&record.ops, version)?;
-                    if b.guids.insert(guid, record).is_some() {
-                        return Err(format!("GUID {guid} twice"));
-                    }
+                    b.guids.push((guid(&record.ops, version)?, record));
                 }
                 FS_COMBINED
                 | FS_COMBINED_PROFILE
@@ -219,7 +222,7 @@ fn guid(ops: &[u64], version: u64) -> Result<u64, String> {
 /// - alias, `[*value, module, flags, *aliasee]` (aliasee 0: not in the shard, kept).
 fn renumber(
     record: &mut Record,
-    values: &HashMap<u64, u64>,
+    values: &rustc_hash::FxHashMap<u64, u64>,
     modules: &HashMap<u64, u64>,
 ) -> Result<(), String> {
     let code = record.code;
@@ -281,7 +284,7 @@ mod tests {
             w.unabbreviated(4, r.code, &r.ops);
         }
         w.end_block(4);
-        w.bytes
+        w.into_bytes()
     }
 
     fn read(body: &[u8]) -> Vec<(u64, Vec<u64>)> {

@@ -170,17 +170,27 @@ fn extension(path: &str) -> &str {
     }
 }
 
-/// The job keyed by content, and why its shard's summaries are as lld wrote them if they are;
-/// or why it cannot be keyed by content: `shard` is the bytes of the job's index shard (None
-/// when it could not be read).
-fn by_content(
+/// A job keyed by content with every check made and every name chosen, but for its index
+/// shard's summaries, which `finish` rewrites (the costly part).
+struct ContentPlan<'a> {
+    arguments: Vec<String>,
+    modules: Modules<'a>,
+    shard: crate::remote::shard::Plan<'a>,
+    shard_name: String,
+    /// The job's object, here (absolute).
+    out: PathBuf,
+}
+
+/// The job keyed by content, up to its shard's rewrite; or why it cannot be keyed by content:
+/// `shard` is the bytes of the job's index shard (None when it could not be read).
+fn content_plan<'a>(
     cwd: &Path,
     argv: &[&str],
-    inputs: &[&str],
+    inputs: &[&'a str],
     outputs: &[&str],
     digest_of_file: &dyn Fn(&Path) -> re::Digest,
-    shard: Option<&[u8]>,
-) -> Result<(Layout, Option<String>), String> {
+    shard: Option<&'a [u8]>,
+) -> Result<ContentPlan<'a>, String> {
     let [out] = outputs else {
         return Err(format!("it has {} outputs, not one", outputs.len()));
     };
@@ -208,34 +218,74 @@ fn by_content(
             "its input {unnamed} is not in its index shard's module table"
         ));
     }
-    let renamed = crate::remote::shard::rename(shard, &|p| {
+    let plan = crate::remote::shard::plan(shard, &|p| {
         named.get(p).map(|i| modules.inside[i].0.clone())
     })
     .map_err(|e| format!("rewrite its index shard {shard_name}: {e}"))?;
     let new_shard_name = crate::job::output::shard_name(CANONICAL_OUTPUT);
     let arguments = canonical_words(argv, out, inputs, &modules, &shard_name, &new_shard_name)?;
-    let mut blobs = Vec::new();
-    let mut tree = Tree::default();
-    let mut uses = Vec::new();
-    for (name, real, digest) in modules.inside.into_values() {
-        tree.add_file(Path::new(&name), digest);
-        uses.push(real);
-    }
-    let shard_digest = digest_of(&renamed.bytes);
-    tree.add_file(Path::new(&new_shard_name), shard_digest.clone());
-    let shard = Some(shard_digest.hash.clone());
-    blobs.push((shard_digest, renamed.bytes));
-    let input_root = tree.finish(&mut blobs);
-    let layout = Layout {
+    Ok(ContentPlan {
         arguments,
-        working_directory: String::new(),
-        input_root,
-        blobs,
-        outputs: vec![(CANONICAL_OUTPUT.to_string(), absolute(cwd, out))],
-        uses,
-        shard,
-    };
-    Ok((layout, renamed.summaries_kept))
+        modules,
+        shard: plan,
+        shard_name,
+        out: absolute(cwd, out),
+    })
+}
+
+impl ContentPlan<'_> {
+    /// What the action is made of, as a SHA-256: its command, each module by its name inside and
+    /// digest, and the shard's rewrite (`shard::Plan::identity`). No path of this link is in
+    /// it, so a relink whose lld named the same modules otherwise (archive members, by pid)
+    /// gives the same identity, and the same action.
+    fn identity(&self) -> String {
+        let mut h = crate::util::fsutil::Words::default();
+        h.word("dtlto-bridge content action 1");
+        h.list(self.arguments.iter().map(String::as_str));
+        for (name, _, digest) in self.modules.inside.values() {
+            h.word(name);
+            h.word(&format!("{}/{}", digest.hash, digest.size_bytes));
+        }
+        h.word(&self.shard.identity());
+        h.finish()
+    }
+
+    /// The layout, and why the shard's summaries are as lld wrote them if they are.
+    fn finish(self) -> Result<(Layout, Option<String>), String> {
+        let ContentPlan {
+            arguments,
+            modules,
+            shard,
+            shard_name,
+            out,
+        } = self;
+        let renamed = shard
+            .finish()
+            .map_err(|e| format!("rewrite its index shard {shard_name}: {e}"))?;
+        let new_shard_name = crate::job::output::shard_name(CANONICAL_OUTPUT);
+        let mut blobs = Vec::new();
+        let mut tree = Tree::default();
+        let mut uses = Vec::new();
+        for (name, real, digest) in modules.inside.into_values() {
+            tree.add_file(Path::new(&name), digest);
+            uses.push(real);
+        }
+        let shard_digest = digest_of(&renamed.bytes);
+        tree.add_file(Path::new(&new_shard_name), shard_digest.clone());
+        let shard = Some(shard_digest.hash.clone());
+        blobs.push((shard_digest, renamed.bytes));
+        let input_root = tree.finish(&mut blobs);
+        let layout = Layout {
+            arguments,
+            working_directory: String::new(),
+            input_root,
+            blobs,
+            outputs: vec![(CANONICAL_OUTPUT.to_string(), out)],
+            uses,
+            shard,
+        };
+        Ok((layout, renamed.summaries_kept))
+    }
 }
 
 /// A `..` after a directory name is resolved by the kernel through a symlink there, not by
@@ -343,29 +393,69 @@ pub fn build(
     digest_of_file: &dyn Fn(&Path) -> re::Digest,
     shard: Option<&[u8]>,
 ) -> Result<JobAction, String> {
+    let words = [argv, inputs, outputs];
+    prepare(common, words, digest_of_file, shard).build(common, words, digest_of_file)
+}
+
+/// A job's action before its costly part: keyed by content with every name chosen but the
+/// index shard's summaries not yet rewritten, or why it is not keyed by content.
+pub struct Prepared<'a> {
+    cwd: PathBuf,
+    content: Result<ContentPlan<'a>, String>,
+}
+
+/// The job's command, inputs and outputs, word by word.
+pub type Words<'w, 'a> = [&'w [&'a str]; 3];
+
+/// A job's action up to its costly part (as `build`).
+pub fn prepare<'a>(
+    common: &Common,
+    [argv, inputs, outputs]: Words<'_, 'a>,
+    digest_of_file: &dyn Fn(&Path) -> re::Digest,
+    shard: Option<&'a [u8]>,
+) -> Prepared<'a> {
     let cwd = absolute(&common.cwd, ".");
     let content = match common.by_content {
-        true => by_content(&cwd, argv, inputs, outputs, digest_of_file, shard),
+        true => content_plan(&cwd, argv, inputs, outputs, digest_of_file, shard),
         false => Err("--remote-key names".to_string()),
     };
-    let (layout, by_name, summaries_kept) = match content {
-        Ok((layout, kept)) => (layout, None, kept),
-        Err(why) => {
-            if let Some(reason) = unsuitable(inputs, outputs, common.root_is_slash) {
-                return Err(reason);
+    Prepared { cwd, content }
+}
+
+impl Prepared<'_> {
+    /// What the action of a job keyed by content is made of (`ContentPlan::identity`): the same
+    /// identity is the same action, whatever names lld gave the job's files in this link.
+    pub fn identity(&self) -> Option<String> {
+        self.content.as_ref().ok().map(ContentPlan::identity)
+    }
+
+    /// The job's action, or why it cannot run remotely (`words` as given to `prepare`).
+    pub fn build(
+        self,
+        common: &Common,
+        [argv, inputs, outputs]: Words<'_, '_>,
+        digest_of_file: &dyn Fn(&Path) -> re::Digest,
+    ) -> Result<JobAction, String> {
+        let cwd = self.cwd;
+        let (layout, by_name, summaries_kept) = match self.content.and_then(ContentPlan::finish) {
+            Ok((layout, kept)) => (layout, None, kept),
+            Err(why) => {
+                if let Some(reason) = unsuitable(inputs, outputs, common.root_is_slash) {
+                    return Err(reason);
+                }
+                (
+                    by_names(common, &cwd, argv, inputs, outputs, digest_of_file),
+                    Some(why),
+                    None,
+                )
             }
-            (
-                by_names(common, &cwd, argv, inputs, outputs, digest_of_file),
-                Some(why),
-                None,
-            )
-        }
-    };
-    let ingredients = ingredients(common, &cwd, argv, inputs, outputs, digest_of_file, &layout);
-    let mut job = finish(common, layout, by_name);
-    job.ingredients = std::sync::Arc::new(ingredients);
-    job.summaries_kept = summaries_kept;
-    Ok(job)
+        };
+        let ingredients = ingredients(common, &cwd, argv, inputs, outputs, digest_of_file, &layout);
+        let mut job = finish(common, layout, by_name);
+        job.ingredients = std::sync::Arc::new(ingredients);
+        job.summaries_kept = summaries_kept;
+        Ok(job)
+    }
 }
 
 /// What went into a job's action (see `Ingredients`).
@@ -549,347 +639,4 @@ fn finish(common: &Common, layout: Layout, by_name: Option<String>) -> JobAction
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The action of a job run from `/b`, with `fake` digests.
-    fn at_b(argv: &[&str], inputs: &[&str], outputs: &[&str], shard: Option<&[u8]>) -> JobAction {
-        build(&common("/b"), argv, inputs, outputs, &fake, shard).unwrap()
-    }
-
-    fn common(cwd: &str) -> Common {
-        Common {
-            cwd: cwd.into(),
-            root_is_slash: false,
-            identity: "x".into(),
-            platform: vec![("OSFamily".into(), "linux".into())],
-            by_content: true,
-            cache: true,
-        }
-    }
-
-    /// A file's digest from its name; shards of every link have the same content.
-    fn fake(p: &Path) -> re::Digest {
-        let name = p.file_name().unwrap().to_string_lossy();
-        if name.ends_with(".thinlto.bc") {
-            digest_of(b"shard")
-        } else {
-            digest_of(name.as_bytes())
-        }
-    }
-
-    fn decode<M: Message + Default>(a: &JobAction, d: &re::Digest) -> M {
-        let (_, bytes) = a.blobs.iter().find(|(x, _)| x == d).unwrap();
-        M::decode(bytes.as_slice()).unwrap()
-    }
-
-    fn parts(a: &JobAction) -> (re::Action, re::Command, re::Directory) {
-        let action: re::Action = decode(a, &a.action_digest);
-        let command: re::Command = decode(a, action.command_digest.as_ref().unwrap());
-        let root: re::Directory = decode(a, action.input_root_digest.as_ref().unwrap());
-        (action, command, root)
-    }
-
-    #[test]
-    fn paths_resolve_lexically() {
-        let cwd = Path::new("/b/out");
-        assert_eq!(absolute(cwd, "../lib/x.o"), PathBuf::from("/b/lib/x.o"));
-        assert_eq!(absolute(cwd, "./a.o"), PathBuf::from("/b/out/a.o"));
-        assert_eq!(absolute(cwd, "/abs/a.o"), PathBuf::from("/abs/a.o"));
-    }
-
-    #[test]
-    fn the_root_holds_parent_directory_inputs_and_the_working_directory_is_below_it() {
-        let argv = [
-            "/usr/bin/clang",
-            "-c",
-            "../lib/x.o",
-            "-o",
-            "x.1.77.native.o",
-        ];
-        let a = build(
-            &common("/b/out"),
-            &argv,
-            &["../lib/x.o", "x.1.77.native.o.thinlto.bc"],
-            &["x.1.77.native.o"],
-            &fake,
-            None,
-        )
-        .unwrap();
-        let (_, command, root) = parts(&a);
-        assert_eq!(command.working_directory, "out");
-        let names: Vec<&str> = root.directories.iter().map(|d| d.name.as_str()).collect();
-        assert_eq!(names, ["lib", "out"]);
-        assert_eq!(a.outputs[0].1, PathBuf::from("/b/out/x.1.77.native.o"));
-    }
-
-    #[test]
-    fn lld_names_of_the_job_own_object_and_shard_become_canonical() {
-        let argv = [
-            "/usr/bin/clang",
-            "-c",
-            "main.o",
-            "-fthinlto-index=main.1.77.native.o.thinlto.bc",
-            "-o",
-            "main.1.77.native.o",
-        ];
-        let inputs = ["main.o", "main.1.77.native.o.thinlto.bc", "add.o"];
-        let a = at_b(&argv, &inputs, &["main.1.77.native.o"], None);
-        let (_, command, root) = parts(&a);
-        assert_eq!(
-            command.arguments[3..],
-            [
-                "-fthinlto-index=dtlto-job.native.o.thinlto.bc",
-                "-o",
-                "dtlto-job.native.o"
-            ]
-        );
-        assert_eq!(command.output_paths, ["dtlto-job.native.o"]);
-        let files: Vec<&str> = root.files.iter().map(|f| f.name.as_str()).collect();
-        assert_eq!(files, ["add.o", "dtlto-job.native.o.thinlto.bc", "main.o"]);
-        assert_eq!(a.outputs[0].0, "dtlto-job.native.o");
-        assert_eq!(a.outputs[0].1, PathBuf::from("/b/main.1.77.native.o"));
-
-        // Another link (another pid, another job number): the same action.
-        let argv2 = argv.map(|w| w.replace("1.77", "3.91"));
-        let argv2: Vec<&str> = argv2.iter().map(String::as_str).collect();
-        let inputs2 = ["main.o", "main.3.91.native.o.thinlto.bc", "add.o"];
-        let b = at_b(&argv2, &inputs2, &["main.3.91.native.o"], None);
-        assert_eq!(a.action_digest, b.action_digest);
-    }
-
-    #[test]
-    fn an_output_named_elsewhere_in_the_command_keeps_its_name() {
-        let argv = ["cc", "-c", "m.o", "-o", "o.o", "-Wl,o.o"];
-        let a = at_b(&argv, &["m.o", "o.o.thinlto.bc"], &["o.o"], None);
-        let (_, command, _) = parts(&a);
-        assert_eq!(command.output_paths, ["o.o"]);
-    }
-
-    #[test]
-    fn the_compiler_identity_and_cache_setting_change_the_action() {
-        let argv = ["cc", "-c", "m.o", "-o", "o.o"];
-        let one = at_b(&argv, &["m.o"], &["o.o"], None);
-        let mut c = common("/b");
-        c.identity = "y".into();
-        let two = build(&c, &argv, &["m.o"], &["o.o"], &fake, None).unwrap();
-        assert_ne!(one.action_digest, two.action_digest);
-        c.cache = false;
-        let (action, _, _) = parts(&build(&c, &argv, &["m.o"], &["o.o"], &fake, None).unwrap());
-        assert!(action.do_not_cache);
-    }
-
-    /// examples/hello's main job as lld-22 wrote it (tests/data/main.thinlto.bc), in `cwd`, with
-    /// lld's pid `pid` in the archive members' names and `prefix` before every path.
-    fn hello_main(
-        cwd: &str,
-        pid: &str,
-        prefix: &str,
-        fake: &dyn Fn(&Path) -> re::Digest,
-    ) -> JobAction {
-        const SHARD: &[u8] = include_bytes!("../../tests/data/main.thinlto.bc");
-        let named = |p: &str| format!("{prefix}{}", p.replace("2481", pid));
-        let shard = crate::remote::shard::rename(SHARD, &|p| Some(named(p)))
-            .unwrap()
-            .bytes;
-        let out = format!("main.1.{pid}.native.o");
-        let shard_name = format!("{out}.thinlto.bc");
-        let modules = [
-            "main.o",
-            "add.o",
-            "greeting.o",
-            "libmul.a(mul.o at 92).4.2481.o",
-            "libmul.a(sq.o at 2812).5.2481.o",
-        ]
-        .map(named);
-        let index = format!("-fthinlto-index={shard_name}");
-        let argv = [
-            "/usr/bin/clang",
-            "-c",
-            "-O2",
-            &modules[0],
-            &index,
-            "-o",
-            &out,
-        ];
-        let mut inputs: Vec<&str> = modules.iter().map(String::as_str).collect();
-        inputs.insert(1, &shard_name);
-        build(
-            &common(cwd),
-            &argv,
-            &inputs,
-            &[out.as_str()],
-            fake,
-            Some(&shard),
-        )
-        .unwrap()
-    }
-
-    /// A file's digest from its name with lld's pid and any directory taken out: the same
-    /// module in every link and checkout.
-    fn content(p: &Path) -> re::Digest {
-        let name = p.file_name().unwrap().to_string_lossy();
-        digest_of(name.replace("2481", "").replace("77aa", "").as_bytes())
-    }
-
-    #[test]
-    fn an_action_keyed_by_content_is_the_same_in_every_link_and_checkout() {
-        let a = hello_main("/b", "2481", "", &content);
-        assert_eq!(a.by_name, None);
-        let (_, command, root) = parts(&a);
-        assert_eq!(command.working_directory, "");
-        assert!(command.arguments[3].starts_with("m/") && command.arguments[3].ends_with(".o"));
-        assert_eq!(
-            command.arguments[4..],
-            [
-                "-fthinlto-index=dtlto-job.native.o.thinlto.bc",
-                "-o",
-                "dtlto-job.native.o"
-            ]
-        );
-        let files: Vec<&str> = root.files.iter().map(|f| f.name.as_str()).collect();
-        assert_eq!(files, ["dtlto-job.native.o.thinlto.bc"]);
-        assert_eq!(root.directories[0].name, "m");
-        // The rewritten shard goes up with the action; the original is not used.
-        assert_eq!(a.uses.len(), 5);
-        assert!(a
-            .uses
-            .iter()
-            .all(|u| !u.to_string_lossy().ends_with(".thinlto.bc")));
-        assert_eq!(a.outputs[0].1, PathBuf::from("/b/main.1.2481.native.o"));
-
-        // Another pid, another checkout, absolute paths: the same action.
-        for b in [
-            hello_main("/b", "77aa", "", &content),
-            hello_main("/elsewhere/checkout", "2481", "", &content),
-            hello_main("/b", "2481", "/abs/dir/", &content),
-            hello_main("/b", "2481", "../lib/", &content),
-        ] {
-            assert_eq!(b.by_name, None);
-            assert_eq!(a.action_digest, b.action_digest);
-            // The same digests, labelled by the paths as lld gave them.
-            let digests = |j: &JobAction| j.ingredients.values().cloned().collect::<Vec<_>>();
-            assert_eq!(digests(&a), digests(&b));
-        }
-        // What went in, by names that stay from link to link.
-        let labels: Vec<&str> = a.ingredients.keys().map(String::as_str).collect();
-        assert_eq!(
-            labels,
-            [
-                "an import add.o",
-                "an import greeting.o",
-                "an import libmul.a(mul.o)",
-                "an import libmul.a(sq.o)",
-                "the command",
-                "the compiler",
-                "the index shard",
-                "the module main.o"
-            ]
-        );
-        // A module with other bytes: another action.
-        let changed = |p: &Path| {
-            if p.ends_with("add.o") {
-                digest_of(b"changed")
-            } else {
-                content(p)
-            }
-        };
-        assert_ne!(
-            a.action_digest,
-            hello_main("/b", "2481", "", &changed).action_digest
-        );
-    }
-
-    #[test]
-    fn remote_key_names_keeps_lld_names_in_the_action() {
-        let argv = |pid: &str| {
-            [
-                "cc".to_string(),
-                "-c".into(),
-                "m.o".into(),
-                format!("-fthinlto-index=o.{pid}.o.thinlto.bc"),
-                "-o".into(),
-                format!("o.{pid}.o"),
-                format!("-Dx={pid}"),
-            ]
-        };
-        let mut c = common("/b");
-        c.by_content = false;
-        let build_for = |pid: &str| {
-            let argv = argv(pid);
-            let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
-            let shard = format!("o.{pid}.o.thinlto.bc");
-            let out = format!("o.{pid}.o");
-            build(&c, &argv, &["m.o", &shard], &[&out], &fake, Some(b"BC")).unwrap()
-        };
-        let (one, two) = (build_for("1"), build_for("2"));
-        assert_eq!(one.by_name.as_deref(), Some("--remote-key names"));
-        assert_ne!(one.action_digest, two.action_digest);
-        assert_ne!(
-            one.ingredients["the command"],
-            two.ingredients["the command"]
-        );
-    }
-
-    #[test]
-    fn a_job_the_content_key_cannot_be_sure_of_keeps_its_names_and_says_why() {
-        // No shard bytes.
-        let argv = [
-            "cc",
-            "-c",
-            "m.o",
-            "-fthinlto-index=o.o.thinlto.bc",
-            "-o",
-            "o.o",
-        ];
-        let a = at_b(&argv, &["m.o", "o.o.thinlto.bc"], &["o.o"], None);
-        assert!(a.by_name.unwrap().contains("could not be read"));
-        // Two modules with the same bytes would share a name.
-        let same = |_: &Path| digest_of(b"same");
-        let b = hello_main("/b", "2481", "", &same);
-        assert!(b.by_name.unwrap().contains("hold the same bytes"),);
-        // An argument that names one of its files, with a shard that matches its inputs.
-        const SHARD: &[u8] = include_bytes!("../../tests/data/main.thinlto.bc");
-        let modules = [
-            "main.o",
-            "add.o",
-            "greeting.o",
-            "libmul.a(mul.o at 92).4.2481.o",
-            "libmul.a(sq.o at 2812).5.2481.o",
-        ];
-        let mut inputs = modules.to_vec();
-        inputs.push("o.o.thinlto.bc");
-        let argv = [
-            "cc",
-            "-c",
-            "main.o",
-            "-fthinlto-index=o.o.thinlto.bc",
-            "-o",
-            "o.o",
-            "-fprofile-use=add.o",
-        ];
-        let c = at_b(&argv, &inputs, &["o.o"], Some(SHARD));
-        assert!(c.by_name.unwrap().contains("names one of its files"));
-        // The same job without that argument is keyed by content.
-        let c = at_b(&argv[..6], &inputs, &["o.o"], Some(SHARD));
-        assert_eq!(c.by_name, None);
-        // A `..` after a directory name: the kernel resolves it through a symlink, if any.
-        let mut odd = inputs.clone();
-        odd[1] = "sym/../add.o";
-        let c = at_b(&argv[..6], &odd, &["o.o"], Some(SHARD));
-        assert!(c
-            .by_name
-            .unwrap()
-            .contains("has a .. after a directory name"));
-        // Not a shard at all.
-        let d = at_b(&argv, &["m.o", "o.o.thinlto.bc"], &["o.o"], Some(b"text"));
-        assert!(d.by_name.unwrap().contains("magic"));
-    }
-
-    #[test]
-    fn absolute_paths_need_workers_that_mount_the_root_at_slash() {
-        assert!(unsuitable(&["/abs/a.o"], &["o.o"], false).is_some());
-        assert!(unsuitable(&["/abs/a.o"], &["o.o"], true).is_none());
-        assert!(unsuitable(&["../a.o"], &["o.o"], false).is_none());
-    }
-}
+mod tests;
