@@ -89,11 +89,13 @@ class Bot:
 
     def serve(self):
         done = set()
+        self.update()
         while True:
-            self.update()
+            # The update that completes a lease may bring the next one: no call in between.
             new = [l for l in self.session.leases
                    if l.state in (bots_pb2.PENDING, bots_pb2.ACTIVE) and l.id not in done]
             if not new:
+                self.update()
                 continue
             lease = new[0]
             if lease.state == bots_pb2.PENDING:
