@@ -258,9 +258,13 @@ fn build_one(
     let words = [argv, inputs, outputs];
     let prepared = action::prepare(common, words, &digest, shard_bytes);
     // A job remembered by what its action is made of is not built (its shard not rewritten).
+    let known = known.filter(|k| k.remembers());
     let key = known
         .zip(prepared.identity())
-        .and_then(|(known, identity)| Some((known, known.key(common, &identity)?)));
+        .and_then(|(known, identity)| {
+            let labels = action::labels(inputs, outputs);
+            Some((known, known.key(common, &identity, &labels)?))
+        });
     if let Some((known, key)) = &key {
         if let Some(job) = known.get(key, &super::memo::jobs::outputs_here(cwd, outputs)) {
             return (Ok((job, Vec::new())), Some(key.clone()));

@@ -242,7 +242,12 @@ impl ContentPlan<'_> {
         let mut h = crate::util::fsutil::Words::default();
         h.word("dtlto-bridge content action 1");
         h.list(self.arguments.iter().map(String::as_str));
-        for (name, _, digest) in self.modules.inside.values() {
+        // The modules in the order of their names inside, not of lld's names for them.
+        let mut modules: Vec<(&str, &re::Digest)> = (self.modules.inside.values())
+            .map(|(name, _, digest)| (name.as_str(), digest))
+            .collect();
+        modules.sort_unstable_by_key(|(name, _)| *name);
+        for (name, digest) in modules {
             h.word(name);
             h.word(&format!("{}/{}", digest.hash, digest.size_bytes));
         }
@@ -405,12 +410,12 @@ pub struct Prepared<'a> {
 }
 
 /// The job's command, inputs and outputs, word by word.
-pub type Words<'w, 'a> = [&'w [&'a str]; 3];
+pub type JobWords<'w, 'a> = [&'w [&'a str]; 3];
 
 /// A job's action up to its costly part (as `build`).
 pub fn prepare<'a>(
     common: &Common,
-    [argv, inputs, outputs]: Words<'_, 'a>,
+    [argv, inputs, outputs]: JobWords<'_, 'a>,
     digest_of_file: &dyn Fn(&Path) -> re::Digest,
     shard: Option<&'a [u8]>,
 ) -> Prepared<'a> {
@@ -433,7 +438,7 @@ impl Prepared<'_> {
     pub fn build(
         self,
         common: &Common,
-        [argv, inputs, outputs]: Words<'_, '_>,
+        [argv, inputs, outputs]: JobWords<'_, '_>,
         digest_of_file: &dyn Fn(&Path) -> re::Digest,
     ) -> Result<JobAction, String> {
         let cwd = self.cwd;
@@ -488,16 +493,31 @@ fn ingredients(
     let mut made = Ingredients::from([(Part::Compiler.label(), identity)]);
     made.insert(Part::Command.label(), words(&command));
     for (k, input) in inputs.iter().enumerate() {
-        let file = || digest_of_file(&absolute(cwd, input)).hash;
-        let (part, hash) = match (&layout.shard, Some(*input) == shard.as_deref()) {
-            (Some(rewritten), true) => (Part::Shard, rewritten.clone()),
-            (None, true) => (Part::Shard, file()),
-            (_, false) if k == 0 => (Part::Module(input), file()),
-            (_, false) => (Part::Import(input), file()),
+        let part = part(k, input, shard.as_deref());
+        let hash = match (&layout.shard, &part) {
+            (Some(rewritten), Part::Shard) => rewritten.clone(),
+            _ => digest_of_file(&absolute(cwd, input)).hash,
         };
         made.insert(part.label(), short(&hash));
     }
     made
+}
+
+/// What the `k`th of a job's inputs is to the report: the job's module, an import, or its shard.
+fn part<'a>(k: usize, input: &'a str, shard: Option<&str>) -> Part<'a> {
+    match (Some(input) == shard, k) {
+        (true, _) => Part::Shard,
+        (false, 0) => Part::Module(input),
+        (false, _) => Part::Import(input),
+    }
+}
+
+/// The labels of a job's inputs in the report (`Part::label`), in order.
+pub fn labels(inputs: &[&str], outputs: &[&str]) -> Vec<String> {
+    let shard = outputs.first().map(|o| crate::job::output::shard_name(o));
+    (inputs.iter().enumerate())
+        .map(|(k, input)| part(k, input, shard.as_deref()).label())
+        .collect()
 }
 
 /// The layout of a job whose files keep their places and names (but for its own object and

@@ -1,8 +1,8 @@
-//! RememberedJobs: each job's action, remembered from one link of an output to the next by everything it
-//! is built from (this program, the compiler, the options, the command, each input's digest and
-//! the index shard's bytes as lld wrote them), so that an unchanged job's shard is not rewritten
-//! and its action not built again just to look it up. A job remembered is built whole only if
-//! it executes.
+//! RememberedJobs: each job's action, remembered from one link of an output to the next by what
+//! it is made of (this program, the compiler, the options, the linker's directory, the action's
+//! identity: its command, modules and shard with no name lld gives per link, and the labels its
+//! inputs have in the report), so that an unchanged job's shard is not rewritten and its action
+//! not built again just to look it up. A job remembered is built whole only if it executes.
 //!
 //! It knows one text file per (directory, linker output) beside the history, holding the last
 //! link's jobs only, and only jobs keyed by content, whose actions do not hold lld's per-link
@@ -73,8 +73,9 @@ impl RememberedJobs {
 
     /// The key of a job's action, when the job can be remembered (it is keyed by content):
     /// `identity` is what its action is made of (`action::Prepared::identity`), which holds no
-    /// name lld gives per link; the rest is what the link shares.
-    pub fn key(&self, common: &Common, identity: &str) -> Option<String> {
+    /// name lld gives per link, and `labels` its inputs' labels in the report; the rest is what
+    /// the link shares.
+    pub fn key(&self, common: &Common, identity: &str, labels: &[String]) -> Option<String> {
         self.path.as_ref()?;
         let mut h = Words::default();
         h.word(&STORE.header());
@@ -90,7 +91,15 @@ impl RememberedJobs {
                 .flat_map(|(k, v)| [k.as_str(), v.as_str()]),
         );
         h.word(identity);
+        // The report's labels of the job's inputs (remembered with it), which the identity
+        // does not hold.
+        h.list(labels.iter().map(String::as_str));
         Some(h.finish())
+    }
+
+    /// Whether jobs are remembered at all.
+    pub fn remembers(&self) -> bool {
+        self.path.is_some()
     }
 
     /// The job remembered under `key`, as a JobAction that is not whole (`outputs` are where
@@ -249,26 +258,32 @@ mod tests {
     #[test]
     fn the_key_is_the_action_s_identity_and_what_the_link_shares() {
         let k = known();
-        let a = k.key(&common(), "identity 1").unwrap();
-        assert_eq!(k.key(&common(), "identity 1").unwrap(), a);
-        assert_ne!(k.key(&common(), "identity 2").unwrap(), a);
+        let a = k.key(&common(), "identity 1", &[]).unwrap();
+        assert_eq!(k.key(&common(), "identity 1", &[]).unwrap(), a);
+        assert_ne!(k.key(&common(), "identity 2", &[]).unwrap(), a);
         let elsewhere = Common {
             cwd: "/c".into(),
             ..common()
         };
-        assert_ne!(k.key(&elsewhere, "identity 1").unwrap(), a);
+        assert_ne!(k.key(&elsewhere, "identity 1", &[]).unwrap(), a);
         let other_compiler = Common {
             identity: "clang 2".into(),
             ..common()
         };
-        assert_ne!(k.key(&other_compiler, "identity 1").unwrap(), a);
+        assert_ne!(k.key(&other_compiler, "identity 1", &[]).unwrap(), a);
         let other = RememberedJobs {
             program: "q".into(),
             ..known()
         };
-        assert_ne!(other.key(&common(), "identity 1").unwrap(), a);
+        assert_ne!(other.key(&common(), "identity 1", &[]).unwrap(), a);
+        // Other labels in the report: another key.
+        let labels = ["the module a.o".to_string()];
+        assert_ne!(k.key(&common(), "identity 1", &labels).unwrap(), a);
         // Nothing kept: no key.
-        assert_eq!(RememberedJobs::default().key(&common(), "identity 1"), None);
+        assert_eq!(
+            RememberedJobs::default().key(&common(), "identity 1", &[]),
+            None
+        );
     }
 
     /// An entry of one output, with these summaries kept and ingredients.

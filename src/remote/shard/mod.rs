@@ -115,9 +115,14 @@ impl Plan<'_> {
         let (shard, t) = (self.shard, &self.table);
         let mut h = Sha256::new();
         h.update(b"dtlto-bridge shard rewrite 1\0");
-        h.update(&shard[..t.module_len_at]);
-        h.update(&shard[t.module_len_at + 4..t.strtab.len_at]);
-        h.update(&shard[t.strtab.end..]);
+        for part in [
+            &shard[..t.module_len_at],
+            &shard[t.module_len_at + 4..t.strtab.len_at],
+            &shard[t.strtab.end..],
+        ] {
+            h.update((part.len() as u64).to_le_bytes());
+            h.update(part);
+        }
         h.update((t.strtab.width as u64).to_le_bytes());
         for m in &self.modules {
             h.update(m.id.to_le_bytes());
@@ -132,7 +137,8 @@ impl Plan<'_> {
         crate::util::fsutil::hex(h.finalize())
     }
 
-    /// The rewritten shard (see `rename`).
+    /// The rewritten shard: the modules renamed and numbered in the order of their new names,
+    /// the summary block in canonical form (see the module's documentation).
     pub fn finish(self) -> Result<Renamed, String> {
         let Plan {
             shard,
