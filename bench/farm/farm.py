@@ -11,7 +11,8 @@ simulated build farm, against the ideal. See bench/README.md ("The farm at the f
    each job's recorded time times SCALE and return its recorded object), RUNS times: a fresh
    BuildGrid, the first link (empty farm), then RELINKS relinks (all from the action cache).
 4. The ideal of a first link: the local phases plus the longest-processing-time-first schedule
-   of the recorded times (times SCALE) on W workers; of a cached relink: the local phases.
+   of the recorded times (times SCALE) on W workers; of a cached relink: the local phases
+   measured again between the relinks, the farm idle beside them (the same load).
 
 Every linked program must equal the recorded link's program byte for byte and pass its check.
 """
@@ -296,7 +297,7 @@ def main():
         for rtt, mbit in nets:
             for w in workers:
                 ideal_first = local_s + lpt([t * args.scale for t in times], w)
-                firsts, relinks = [], []
+                firsts, relinks, beside = [], [], []
                 for run in range(args.runs):
                     farm = Farm(w, args.bots_per_process, store, args.scale, rtt, mbit)
                     try:
@@ -338,6 +339,10 @@ def main():
                             relinks.append({"seconds": s, "link_cpu": link_cpu,
                                             "farm_cpu": {k: cpu1[k] - cpu0[k] for k in cpu1},
                                             "remote": rep["remote"]})
+                            # The local phases again, the farm idle beside them: the ideal
+                            # of a relink on the same machine, under the same load.
+                            beside.append(link(program, store_bin, [store], env)[0])
+                            same_program(program, recorded)
                         if len(farm.jobs()) != len(acts):
                             sys.exit("a cached relink executed something")
                     finally:
@@ -348,7 +353,8 @@ def main():
                           + ", ".join(f"{r['seconds']:.3f}" for r in relinks[-args.relinks:]),
                           file=sys.stderr)
                 rows.append({"rtt": rtt, "mbit": mbit, "workers": w, "ideal_first": ideal_first,
-                             "ideal_relink": local_s, "firsts": firsts, "relinks": relinks})
+                             "ideal_relink": med(beside) if beside else local_s,
+                             "beside": beside, "firsts": firsts, "relinks": relinks})
         results["programs"][key] = {
             "name": program.name, "jobs": len(times), "job_seconds": times, "local": local,
             "local_s": local_s, "rows": rows,
@@ -416,9 +422,12 @@ def write(args, bridge, results):
             rows.append([f"first link (empty farm)", net, str(r["workers"]), f"{f:.3f}",
                          f"{r['ideal_first']:.3f}", f"{f / r['ideal_first']:.3f}x",
                          " / ".join(f"{x['seconds']:.2f}" for x in r["firsts"])])
+            beside = r.get("beside") or []
             rows.append([f"relink, all from the action cache", net, str(r["workers"]), f"{c:.3f}",
                          f"{r['ideal_relink']:.3f}", f"{c / r['ideal_relink']:.2f}x",
-                         " / ".join(f"{x['seconds']:.3f}" for x in r["relinks"])])
+                         " / ".join(f"{x['seconds']:.3f}" for x in r["relinks"])
+                         + (" (local phases between them: "
+                            + " / ".join(f"{x:.3f}" for x in beside) + ")" if beside else "")])
         lines += bench.table(
             f"{p['name']}: links through the farm, job times x{args.scale:g} (median; every "
             "program equal to the recorded one byte for byte and passing its check)",
