@@ -203,8 +203,9 @@ fn content_plan<'a>(
     let shard = shard.ok_or_else(|| format!("its index shard {shard_name} could not be read"))?;
     let modules = Modules::of(cwd, inputs, &shard_name, digest_of_file)?;
     // The shard names each module as lld wrote its path; find each among the inputs.
-    let paths = crate::remote::shard::module_paths(shard)
+    let table = crate::remote::shard::ModuleTable::read(shard)
         .map_err(|e| format!("read its index shard {shard_name}: {e}"))?;
+    let paths = table.paths();
     let mut named: HashMap<&str, &str> = HashMap::new();
     for p in &paths {
         let input = modules.find(cwd, p).ok_or_else(|| {
@@ -218,10 +219,9 @@ fn content_plan<'a>(
             "its input {unnamed} is not in its index shard's module table"
         ));
     }
-    let plan = crate::remote::shard::plan(shard, &|p| {
-        named.get(p).map(|i| modules.inside[i].0.clone())
-    })
-    .map_err(|e| format!("rewrite its index shard {shard_name}: {e}"))?;
+    let plan = table
+        .plan(&|p| named.get(p).map(|i| modules.inside[i].0.clone()))
+        .map_err(|e| format!("rewrite its index shard {shard_name}: {e}"))?;
     let new_shard_name = crate::job::output::shard_name(CANONICAL_OUTPUT);
     let arguments = canonical_words(argv, out, inputs, &modules, &shard_name, &new_shard_name)?;
     Ok(ContentPlan {

@@ -46,12 +46,52 @@ struct Table {
 }
 
 /// The module paths a shard names, in its order.
+#[cfg(test)]
 pub fn module_paths(shard: &[u8]) -> Result<Vec<String>, String> {
-    Ok(read_table(shard)?
-        .modules
-        .into_iter()
-        .map(|m| m.path)
-        .collect())
+    Ok(ModuleTable::read(shard)?.paths())
+}
+
+/// A shard with its module path table read (once: for its paths, then for its rewrite).
+pub struct ModuleTable<'a> {
+    shard: &'a [u8],
+    table: Table,
+}
+
+impl<'a> ModuleTable<'a> {
+    /// The shard's module path table; an error when its layout is not the one this module knows.
+    pub fn read(shard: &'a [u8]) -> Result<ModuleTable<'a>, String> {
+        Ok(ModuleTable {
+            shard,
+            table: read_table(shard)?,
+        })
+    }
+
+    /// The module paths the shard names, in its order.
+    pub fn paths(&self) -> Vec<String> {
+        self.table.modules.iter().map(|m| m.path.clone()).collect()
+    }
+
+    /// The rewrite of the shard with each module path `p` renamed `rename(p)`: an error when
+    /// `rename` has no name for a path, or gives two modules one name.
+    pub fn plan(self, rename: &dyn Fn(&str) -> Option<String>) -> Result<Plan<'a>, String> {
+        let ModuleTable { shard, table } = self;
+        let mut modules = Vec::with_capacity(table.modules.len());
+        let mut seen = std::collections::HashSet::new();
+        for m in &table.modules {
+            let path = rename(&m.path).ok_or_else(|| format!("no name for module {}", m.path))?;
+            if !seen.insert(path.clone()) {
+                return Err(format!("two modules would be named {path}"));
+            }
+            modules.push(Module { path, ..m.clone() });
+        }
+        // lld numbers the modules by their old names (19, 22) or their place in the link (14).
+        modules.sort_by(|a, b| a.path.cmp(&b.path));
+        Ok(Plan {
+            shard,
+            table,
+            modules,
+        })
+    }
 }
 
 /// A rewritten shard, and why its summaries are as lld wrote them (when they are).
@@ -69,7 +109,7 @@ pub struct Renamed {
 /// is not the one this module knows, or when `rename` has no name for a path.
 #[cfg(test)]
 pub fn rename(shard: &[u8], rename: &dyn Fn(&str) -> Option<String>) -> Result<Renamed, String> {
-    plan(shard, rename)?.finish()
+    ModuleTable::read(shard)?.plan(rename)?.finish()
 }
 
 /// A rewrite of a shard, found but not made: its module table read and renamed. Finding it
@@ -79,30 +119,6 @@ pub struct Plan<'a> {
     table: Table,
     /// The modules renamed, in the order of their new names, with lld's ids.
     modules: Vec<Module>,
-}
-
-/// The rewrite of `shard` with each module path `p` renamed `rename(p)` (see `rename`).
-pub fn plan<'a>(
-    shard: &'a [u8],
-    rename: &dyn Fn(&str) -> Option<String>,
-) -> Result<Plan<'a>, String> {
-    let table = read_table(shard)?;
-    let mut modules = Vec::with_capacity(table.modules.len());
-    let mut seen = std::collections::HashSet::new();
-    for m in &table.modules {
-        let path = rename(&m.path).ok_or_else(|| format!("no name for module {}", m.path))?;
-        if !seen.insert(path.clone()) {
-            return Err(format!("two modules would be named {path}"));
-        }
-        modules.push(Module { path, ..m.clone() });
-    }
-    // lld numbers the modules by their old names (19, 22) or their place in the link (14).
-    modules.sort_by(|a, b| a.path.cmp(&b.path));
-    Ok(Plan {
-        shard,
-        table,
-        modules,
-    })
 }
 
 impl Plan<'_> {
