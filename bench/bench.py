@@ -89,6 +89,34 @@ class Resident:
         self.maps, self.held = [], []
 
 
+def start_buildgrid(template, dir):
+    """BuildGrid started from the configuration `template` (its ${SOCKET} filled in) on a Unix
+    socket in `dir`, its scheduler's database under dir/tmp and its log in dir/server.log: the
+    process and the socket's path. RuntimeError, the process stopped, when no socket comes in
+    60 s."""
+    socket = os.path.join(dir, "bgd.sock")
+    with open(template) as f:
+        config = f.read().replace("${SOCKET}", socket)
+    path = os.path.join(dir, "buildgrid.yml")
+    with open(path, "w") as f:
+        f.write(config)
+    tmp = os.path.join(dir, "tmp")
+    os.mkdir(tmp)
+    with open(os.path.join(dir, "server.log"), "w") as log:
+        proc = subprocess.Popen([os.path.join(ROOT, "target/pytools/bin/bgd"), "server", "start",
+                                 path], env={**os.environ, "TMPDIR": tmp}, stdout=log,
+                                stderr=log, stdin=subprocess.DEVNULL)
+    until = time.time() + 60
+    while not os.path.exists(socket):
+        if proc.poll() is not None or time.time() > until:
+            proc.kill()
+            proc.wait()
+            with open(log.name) as f:
+                raise RuntimeError("BuildGrid did not start: " + f.read()[-2000:])
+        time.sleep(0.05)
+    return proc, socket
+
+
 def clean_env(jobs):
     env = {k: v for k, v in os.environ.items()
            if not (k.startswith("DTLTO_BRIDGE_") or "MAKEFLAGS" in k or k == "MFLAGS")}

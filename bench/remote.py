@@ -17,7 +17,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench  # noqa: E402  (compile_lua, clean_env, timed, table, version)
@@ -31,25 +30,13 @@ class Farm:
 
     def __init__(self, workers):
         self.dir = tempfile.mkdtemp(prefix="dtlto-bench-farm-")
-        self.socket = os.path.join(self.dir, "bgd.sock")
-        with open(os.path.join(ROOT, "tests/remote/buildgrid.yml")) as f:
-            config = f.read().replace("${SOCKET}", self.socket)
-        path = os.path.join(self.dir, "buildgrid.yml")
-        with open(path, "w") as f:
-            f.write(config)
-        tmp = os.path.join(self.dir, "tmp")
-        os.mkdir(tmp)
-        self.procs = []
-        log = open(os.path.join(self.dir, "server.log"), "w")
-        self.procs.append(subprocess.Popen([os.path.join(PY, "bgd"), "server", "start", path],
-                                           env={**os.environ, "TMPDIR": tmp}, stdout=log,
-                                           stderr=log, stdin=subprocess.DEVNULL))
-        until = time.time() + 60
-        while not os.path.exists(self.socket):
-            if self.procs[0].poll() is not None or time.time() > until:
-                self.stop()
-                sys.exit("BuildGrid did not start")
-            time.sleep(0.05)
+        try:
+            server, self.socket = bench.start_buildgrid(
+                os.path.join(ROOT, "tests/remote/buildgrid.yml"), self.dir)
+        except RuntimeError as e:
+            shutil.rmtree(self.dir, ignore_errors=True)
+            sys.exit(str(e))
+        self.procs = [server]
         self.log = os.path.join(self.dir, "worker.jsonl")
         for i in range(workers):
             self.procs.append(subprocess.Popen(

@@ -60,26 +60,11 @@ class Farm:
 
     def __init__(self, workers, per_process, record, scale, rtt_ms, mbit):
         self.dir = tempfile.mkdtemp(prefix="dtlto-farm-bench-")
-        self.socket = os.path.join(self.dir, "bgd.sock")
         self.procs = {"server": [], "workers": [], "relay": []}
-        with open(os.path.join(HERE, "buildgrid.yml")) as f:
-            config = f.read().replace("${SOCKET}", self.socket)
-        path = os.path.join(self.dir, "buildgrid.yml")
-        with open(path, "w") as f:
-            f.write(config)
-        tmp = os.path.join(self.dir, "tmp")
-        os.mkdir(tmp)
         try:
-            log = open(os.path.join(self.dir, "server.log"), "w")
-            self.procs["server"].append(subprocess.Popen(
-                [os.path.join(PY, "bgd"), "server", "start", path],
-                env={**os.environ, "TMPDIR": tmp}, stdout=log, stderr=log,
-                stdin=subprocess.DEVNULL))
-            until = time.time() + 60
-            while not os.path.exists(self.socket):
-                if self.procs["server"][0].poll() is not None or time.time() > until:
-                    raise RuntimeError("BuildGrid did not start: " + open(log.name).read()[-2000:])
-                time.sleep(0.05)
+            server, self.socket = bench.start_buildgrid(os.path.join(HERE, "buildgrid.yml"),
+                                                        self.dir)
+            self.procs["server"].append(server)
             self.log = os.path.join(self.dir, "worker.jsonl")
             self.workers_log = open(os.path.join(self.dir, "workers.err"), "w")
             for i in range(0, workers, per_process):
@@ -213,6 +198,20 @@ def link(program, distributor, extra, env, out="prog"):
     return seconds, children_cpu() - cpu0, started
 
 
+def through(farm, program, bridge, env, recorded):
+    """One link through `farm`, its program checked against the recorded one: its wall and CPU
+    seconds, the farm's CPU seconds, the time it started, and its report."""
+    report = os.path.join(program.dir, "report.json")
+    remote = [f"--remote={farm.url}", "--remote-instance=main", f"--report={report}"]
+    cpu0 = farm.cpu()
+    seconds, link_cpu, started = link(program, bridge, remote, env)
+    cpu1 = farm.cpu()
+    same_program(program, recorded)
+    with open(report) as f:
+        rep = json.load(f)
+    return seconds, link_cpu, {k: cpu1[k] - cpu0[k] for k in cpu1}, started, rep
+
+
 def same_program(program, recorded, prog="prog"):
     path = os.path.join(program.dir, prog)
     program.check(path)
@@ -303,14 +302,8 @@ def main():
                     try:
                         history = tempfile.mkdtemp(prefix="dtlto-farm-history-")
                         renv = dict(env, DTLTO_BRIDGE_HISTORY=history)
-                        remote = [f"--remote={farm.url}", "--remote-instance=main"]
-                        report = os.path.join(program.dir, "report.json")
-                        cpu0 = farm.cpu()
-                        s, link_cpu, started = link(program, bridge, remote + [f"--report={report}"], renv)
-                        cpu1 = farm.cpu()
-                        same_program(program, recorded)
-                        with open(report) as f:
-                            rep = json.load(f)
+                        s, link_cpu, farm_cpu, started, rep = through(
+                            farm, program, bridge, renv, recorded)
                         tot = rep["totals"]
                         if tot["remote"] != len(times) or tot.get("fell_back"):
                             sys.exit(f"first link: {tot['remote']} of {len(times)} jobs remote, "
@@ -320,25 +313,19 @@ def main():
                         if bad:
                             sys.exit(f"workers failed actions: {bad[:3]}")
                         firsts.append({
-                            "seconds": s, "link_cpu": link_cpu,
-                            "farm_cpu": {k: cpu1[k] - cpu0[k] for k in cpu1},
+                            "seconds": s, "link_cpu": link_cpu, "farm_cpu": farm_cpu,
                             "started": started, "actions": acts,
                             "remote": rep["remote"],
                             "jobs": [j.get("remote", {}) for j in rep["jobs"]],
                         })
                         for _ in range(args.relinks):
-                            cpu0 = farm.cpu()
-                            s, link_cpu, _ = link(program, bridge, remote + [f"--report={report}"], renv)
-                            cpu1 = farm.cpu()
-                            same_program(program, recorded)
-                            with open(report) as f:
-                                rep = json.load(f)
+                            s, link_cpu, farm_cpu, _, rep = through(
+                                farm, program, bridge, renv, recorded)
                             if rep["totals"]["remote_cache"] != len(times):
                                 sys.exit(f"relink: {rep['totals']['remote_cache']} of {len(times)} "
                                          "jobs from the action cache")
                             relinks.append({"seconds": s, "link_cpu": link_cpu,
-                                            "farm_cpu": {k: cpu1[k] - cpu0[k] for k in cpu1},
-                                            "remote": rep["remote"]})
+                                            "farm_cpu": farm_cpu, "remote": rep["remote"]})
                             # The local phases again, the farm idle beside them: the ideal
                             # of a relink on the same machine, under the same load.
                             beside.append(link(program, store_bin, [store], env)[0])

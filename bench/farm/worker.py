@@ -24,17 +24,14 @@ import threading
 import time
 
 import grpc
-from google.protobuf import any_pb2, timestamp_pb2
-
 from buildgrid._protos.build.bazel.remote.execution.v2 import remote_execution_pb2 as re
-from buildgrid._protos.google.devtools.remoteworkers.v1test2 import bots_pb2, bots_pb2_grpc
 from buildgrid._protos.google.rpc import code_pb2, status_pb2
 
-# The test worker's CAS client and timestamps, shared rather than copied.
+# The test worker's bot session, CAS client and timestamps, shared rather than copied.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "remote"))
-from worker import Cas, now  # noqa: E402  (tests/remote/worker.py)
+import worker  # noqa: E402  (tests/remote/worker.py)
+from worker import now  # noqa: E402
 
-LOG_LOCK = threading.Lock()
 # While a bot sleeps out a job, it still updates its session this often (BuildGrid drops a bot
 # silent for bot-session-keepalive-timeout, 30 s in bench/farm/buildgrid.yml).
 KEEPALIVE = 10.0
@@ -49,72 +46,19 @@ def tree_files(cas, digest, prefix=""):
     return files
 
 
-RETRY = (grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.DEADLINE_EXCEEDED,
-         grpc.StatusCode.UNAVAILABLE)
+class Bot(worker.Bot):
+    # Also repeated: a session update past its 5 s deadline on a loaded machine, or a server
+    # briefly unavailable (a bot must keep its session).
+    RETRY = (grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.DEADLINE_EXCEEDED,
+             grpc.StatusCode.UNAVAILABLE)
 
-
-def busy_retry(call):
-    """`call()`, again after a moment while the server is busy (RESOURCE_EXHAUSTED when its
-    thread pool is taken) or slow (a session update past its 5 s deadline on a loaded machine:
-    the update is repeated, as a bot must keep its session)."""
-    while True:
-        try:
-            return call()
-        except grpc.RpcError as e:
-            if e.code() not in RETRY:
-                raise
-            time.sleep(0.2)
-
-
-class Bot:
     def __init__(self, args, name, record):
-        self.args, self.name, self.record = args, name, record
-        self.channel = grpc.insecure_channel(args.remote)
-        self.bots = bots_pb2_grpc.BotsStub(self.channel)
-        self.cas = Cas(self.channel, args.instance)
-        session = bots_pb2.BotSession(bot_id=name, status=bots_pb2.OK)
-        session.worker.devices.add(handle=name)
-        self.session = busy_retry(lambda: self.bots.CreateBotSession(
-            bots_pb2.CreateBotSessionRequest(parent=args.instance, bot_session=session)))
-
-    def update(self):
-        self.session = busy_retry(lambda: self.bots.UpdateBotSession(
-            bots_pb2.UpdateBotSessionRequest(name=self.session.name, bot_session=self.session),
-            timeout=5))
-
-    def log(self, **entry):
-        if self.args.log:
-            with LOG_LOCK, open(self.args.log, "a") as f:
-                f.write(json.dumps(entry) + "\n")
-
-    def serve(self):
-        done = set()
-        self.update()
-        while True:
-            # The update that completes a lease may bring the next one: no call in between.
-            new = [l for l in self.session.leases
-                   if l.state in (bots_pb2.PENDING, bots_pb2.ACTIVE) and l.id not in done]
-            if not new:
-                self.update()
-                continue
-            lease = new[0]
-            if lease.state == bots_pb2.PENDING:
-                lease.state = bots_pb2.ACTIVE
-                self.update()
-            done.add(lease.id)
-            self.run(lease.id)
-
-    def lease(self, lease_id):
-        return next((l for l in self.session.leases if l.id == lease_id), None)
+        super().__init__(args, name)
+        self.record = record
 
     def run(self, lease_id):
         taken = time.time()
-        lease = self.lease(lease_id)
-        action = re.Action()
-        if not lease.payload.Unpack(action):
-            digest = re.Digest()
-            lease.payload.Unpack(digest)
-            action = self.cas.message(digest, re.Action)
+        action = self.action(lease_id)
         command = self.cas.message(action.command_digest, re.Command)
         result = re.ActionResult()
         meta = result.execution_metadata
@@ -161,15 +105,7 @@ class Bot:
         meta.worker_completed_timestamp.CopyFrom(now())
         self.log(bot=self.name, key=key, taken=taken, slept=slept, completed=time.time(),
                  ok=status.code == code_pb2.OK, error=status.message or None)
-        current = self.lease(lease_id)
-        if current is None:
-            return
-        packed = any_pb2.Any()
-        packed.Pack(result)
-        current.result.CopyFrom(packed)
-        current.status.CopyFrom(status)
-        current.state = bots_pb2.COMPLETED
-        self.update()
+        self.complete(lease_id, result, status)
 
 
 def main():

@@ -21,6 +21,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 
@@ -100,49 +101,60 @@ def fetch_tree(cas, digest, into):
         fetch_tree(cas, d.digest, os.path.join(into, d.name))
 
 
-def busy_retry(call):
-    """`call()`, again after a moment while the server says it is busy (BuildGrid answers
+def busy_retry(call, codes=(grpc.StatusCode.RESOURCE_EXHAUSTED,)):
+    """`call()`, again after a moment while it fails with one of `codes` (BuildGrid answers
     RESOURCE_EXHAUSTED when its thread pool is taken, e.g. by a link's Execute streams)."""
     while True:
         try:
             return call()
         except grpc.RpcError as e:
-            if e.code() != grpc.StatusCode.RESOURCE_EXHAUSTED:
+            if e.code() not in codes:
                 raise
             time.sleep(0.2)
 
 
 class Bot:
-    def __init__(self, args):
+    """One bot session taking one lease at a time; `run` does a lease's action (the farm
+    bench's replay bots, bench/farm/worker.py, are Bots too)."""
+
+    # The codes a session call is repeated on.
+    RETRY = (grpc.StatusCode.RESOURCE_EXHAUSTED,)
+    LOG_LOCK = threading.Lock()
+
+    def __init__(self, args, name=None):
         self.args = args
+        self.name = name or args.name
         self.channel = grpc.insecure_channel(args.remote)
         self.bots = bots_pb2_grpc.BotsStub(self.channel)
         self.cas = Cas(self.channel, args.instance)
-        session = bots_pb2.BotSession(bot_id=args.name, status=bots_pb2.OK)
-        session.worker.devices.add(handle=args.name)
+        session = bots_pb2.BotSession(bot_id=self.name, status=bots_pb2.OK)
+        session.worker.devices.add(handle=self.name)
         self.session = busy_retry(lambda: self.bots.CreateBotSession(
-            bots_pb2.CreateBotSessionRequest(parent=args.instance, bot_session=session)))
+            bots_pb2.CreateBotSessionRequest(parent=args.instance, bot_session=session)),
+            self.RETRY)
 
     def update(self):
         # BuildGrid holds the call until a lease arrives or the deadline nears: keep it short
         # (it needs more than ~4 s) so that a waiting bot still answers SIGTERM soon.
         self.session = busy_retry(lambda: self.bots.UpdateBotSession(
             bots_pb2.UpdateBotSessionRequest(name=self.session.name, bot_session=self.session),
-            timeout=5))
+            timeout=5), self.RETRY)
 
     def log(self, **entry):
         if self.args.log:
-            with open(self.args.log, "a") as f:
+            with self.LOG_LOCK, open(self.args.log, "a") as f:
                 f.write(json.dumps(entry) + "\n")
 
     def serve(self):
         done = set()
+        self.update()
         while True:
-            self.update()
-            # BuildGrid hands leases over already ACTIVE; other servers send them PENDING.
+            # BuildGrid hands leases over already ACTIVE; other servers send them PENDING. The
+            # update that completes a lease may bring the next one: no call in between.
             new = [l for l in self.session.leases
                    if l.state in (bots_pb2.PENDING, bots_pb2.ACTIVE) and l.id not in done]
             if not new:
+                self.update()
                 continue
             lease = new[0]
             if lease.state == bots_pb2.PENDING:
@@ -154,18 +166,35 @@ class Bot:
     def lease(self, lease_id):
         return next((l for l in self.session.leases if l.id == lease_id), None)
 
-    def run(self, lease_id):
+    def action(self, lease_id):
+        """The Action of a lease: in its payload, or named there by digest."""
         lease = self.lease(lease_id)
         action = re.Action()
         if not lease.payload.Unpack(action):
             digest = re.Digest()
             lease.payload.Unpack(digest)
             action = self.cas.message(digest, re.Action)
+        return action
+
+    def complete(self, lease_id, result, status):
+        """Completes the lease (unless the server took it back) with `result` and `status`."""
+        current = self.lease(lease_id)
+        if current is None:
+            return
+        packed = any_pb2.Any()
+        packed.Pack(result)
+        current.result.CopyFrom(packed)
+        current.status.CopyFrom(status)
+        current.state = bots_pb2.COMPLETED
+        self.update()
+
+    def run(self, lease_id):
+        action = self.action(lease_id)
         action_hash = hashlib.sha256(action.SerializeToString()).hexdigest()
         command = self.cas.message(action.command_digest, re.Command)
         result = re.ActionResult()
         meta = result.execution_metadata
-        meta.worker = self.args.name
+        meta.worker = self.name
         meta.worker_start_timestamp.CopyFrom(now())
         root = tempfile.mkdtemp(prefix="dtlto-worker-")
         try:
@@ -226,15 +255,7 @@ class Bot:
         meta.worker_completed_timestamp.CopyFrom(now())
         self.log(action=action_hash, argv=list(command.arguments), exit_code=result.exit_code,
                  env={v.name: v.value for v in command.environment_variables})
-        current = self.lease(lease_id)
-        if current is None:
-            return
-        packed = any_pb2.Any()
-        packed.Pack(result)
-        current.result.CopyFrom(packed)
-        current.status.CopyFrom(status)
-        current.state = bots_pb2.COMPLETED
-        self.update()
+        self.complete(lease_id, result, status)
 
 
 def main():
