@@ -105,10 +105,7 @@ pub(super) async fn remember(
         .await
         .map_err(what)?;
     for (digest, bytes) in large {
-        client
-            .stream_upload(digest, bytes.clone())
-            .await
-            .map_err(what)?;
+        client.stream_upload(digest, bytes).await.map_err(what)?;
     }
     client.update_result(key, result).await
 }

@@ -9,7 +9,7 @@ use super::action::JobAction;
 use super::blob;
 use super::health::{retrying, Backoff};
 use super::reapi::{self, Client, Executed};
-use super::session::{info_of, worker_name, Session};
+use super::session::{info_of, without_contents, worker_name, Session};
 use super::upload::upload_job;
 use crate::job::outcome::{self, RemoteEnd as End, RemoteInfo as Info, Status};
 use crate::util::fsutil::{lock, write_whole};
@@ -123,10 +123,15 @@ async fn attempt(
         return (end, false);
     }
     let t = std::time::Instant::now();
-    let fetched = fetch_outputs(ctx, &mut client, job, &result).await;
+    let fetched = fetch_outputs(ctx, &mut client, index, job, &result).await;
     info.download_seconds = seconds(t);
     let mut end = match fetched {
-        Ok(()) => held(ctx, index, verified(ctx, index, start, info, 0), &result),
+        Ok(problem) => held(
+            ctx,
+            index,
+            verified(ctx, index, problem, start, info),
+            &result,
+        ),
         Err(e) => failed(start, info, format!("remote: {e}")),
     };
     end.stderr = stderr;
@@ -221,29 +226,21 @@ async fn stderr_of(client: &mut Client, result: &re::ActionResult) -> Vec<u8> {
 /// when they were good.
 fn held(ctx: &Session, index: usize, end: End, result: &re::ActionResult) -> End {
     if end.problem.is_none() {
-        lock(&ctx.state)[index].result = Some(
-            result
-                .output_files
-                .iter()
-                .map(|f| re::OutputFile {
-                    contents: Vec::new(),
-                    ..f.clone()
-                })
-                .collect(),
-        );
+        lock(&ctx.state)[index].result =
+            Some(result.output_files.iter().map(without_contents).collect());
     }
     end
 }
 
-/// The job's outputs checked here like those of a local run.
-fn verified(ctx: &Session, index: usize, start: f64, info: Info, code: i32) -> End {
-    let problem = crate::job::output::first_problem(&ctx.cwd, &ctx.outputs[index]);
+/// The job's end once its outputs are in place, `problem` the first found in them (checked like
+/// those of a local run); outputs with a problem are removed.
+fn verified(ctx: &Session, index: usize, problem: Option<String>, start: f64, info: Info) -> End {
     if problem.is_some() {
         crate::job::output::remove(&ctx.cwd, &ctx.outputs[index]);
     }
     End {
         status: Status {
-            code: Some(code),
+            code: Some(0),
             signal: None,
             spawn_error: None,
             start,
@@ -256,14 +253,17 @@ fn verified(ctx: &Session, index: usize, start: f64, info: Info, code: i32) -> E
 }
 
 /// Fetches each output of the result and puts it in place: a temporary name, then a rename,
-/// never once the link is cancelled.
+/// never once the link is cancelled; the first problem its bytes have as an output (empty, not
+/// a whole object), described.
 async fn fetch_outputs(
     ctx: &Session,
     client: &mut Client,
+    index: usize,
     job: &JobAction,
     result: &re::ActionResult,
-) -> Result<(), String> {
-    for (inside, here) in &job.outputs {
+) -> Result<Option<String>, String> {
+    let mut problem = None;
+    for ((inside, here), out) in job.outputs.iter().zip(&ctx.outputs[index]) {
         let Some(file) = result.output_files.iter().find(|f| &f.path == inside) else {
             return Err(format!("the result has no output {inside}"));
         };
@@ -295,12 +295,11 @@ async fn fetch_outputs(
         ctx.counters
             .downloaded_bytes
             .fetch_add(data.len() as u64, Ordering::Relaxed);
-        let not_cancelled = || match *ctx.cancelled.borrow() {
-            true => Err(std::io::Error::other("cancelled")),
-            false => Ok(()),
-        };
-        write_whole(here, &data, 0o666, not_cancelled)
+        write_whole(here, &data, 0o666, || ctx.not_cancelled())
             .map_err(|e| format!("write {}: {e}", here.display()))?;
+        if problem.is_none() {
+            problem = crate::job::output::bytes_problem(&data).map(|p| p.describe(out));
+        }
     }
-    Ok(())
+    Ok(problem)
 }

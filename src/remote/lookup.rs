@@ -13,7 +13,7 @@ use crate::job::outcome::RemoteEnd as End;
 use crate::job::output;
 use crate::remote::blob;
 use crate::remote::reapi;
-use crate::remote::session::{info_of, Session};
+use crate::remote::session::{info_of, without_contents, Session};
 use crate::util::fsutil::{lock, write_whole};
 use bazel_remote_apis::build::bazel::remote::execution::v2 as re;
 use rayon::prelude::*;
@@ -266,7 +266,7 @@ async fn write_part(
         let mut info = info_of(job);
         info.execute_seconds = lookup_seconds;
         info.download_seconds = t.elapsed().as_secs_f64();
-        lock(&ctx.state)[i].result = Some(files.into_iter().map(without_contents).collect());
+        lock(&ctx.state)[i].result = Some(files.iter().map(without_contents).collect());
         ends[i] = Some(End::cached(info, worker));
     }
 }
@@ -296,10 +296,6 @@ fn write_as_fetched(
     part: &[(usize, Files)],
     arrived: std::sync::mpsc::Receiver<Vec<(String, Vec<u8>)>>,
 ) -> Vec<bool> {
-    let not_cancelled = || match *ctx.cancelled.borrow() {
-        true => Err(std::io::Error::other("cancelled")),
-        false => Ok(()),
-    };
     // Each hit's outputs: where each goes, and the digest it must have.
     let outputs: Vec<Option<Vec<(&std::path::Path, &str)>>> = part
         .iter()
@@ -351,9 +347,9 @@ fn write_as_fetched(
                     lock(&ctx.state)[part[*k].0].bad_result = true;
                     return None;
                 }
-                let ok = data
-                    .iter()
-                    .all(|(here, bytes)| write_whole(here, bytes, 0o666, not_cancelled).is_ok());
+                let ok = data.iter().all(|(here, bytes)| {
+                    write_whole(here, bytes, 0o666, || ctx.not_cancelled()).is_ok()
+                });
                 if !ok {
                     output::remove(&ctx.cwd, &ctx.outputs[part[*k].0]);
                 }
@@ -446,24 +442,8 @@ fn wrong_blob(code: tonic::Code) -> bool {
 /// the server's limit), then the large blobs one by one.
 fn groups(ctx: &Session, small: Vec<re::Digest>, large: Vec<re::Digest>) -> Vec<Vec<re::Digest>> {
     let quarter = (ctx.client.max_batch / 4).clamp(1, BATCH);
-    let mut reads: Vec<Vec<re::Digest>> = Vec::new();
-    let mut size = usize::MAX;
-    for d in small {
-        let s = usize::try_from(d.size_bytes).unwrap_or(0) + 1024;
-        if size.saturating_add(s) > quarter {
-            reads.push(Vec::new());
-            size = 0;
-        }
-        size += s;
-        reads.last_mut().expect("a group").push(d);
-    }
+    let size = |d: &re::Digest| usize::try_from(d.size_bytes).unwrap_or(0);
+    let mut reads = crate::remote::upload::pack(small, quarter, size);
     reads.extend(large.into_iter().map(|d| vec![d]));
     reads
-}
-
-fn without_contents(file: re::OutputFile) -> re::OutputFile {
-    re::OutputFile {
-        contents: Vec::new(),
-        ..file
-    }
 }

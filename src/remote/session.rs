@@ -135,6 +135,22 @@ impl Session {
             server: options.target.url.clone(),
         }
     }
+
+    /// An error once the link is cancelled: what a write checks before it puts a file in place.
+    pub(super) fn not_cancelled(&self) -> std::io::Result<()> {
+        match *self.cancelled.borrow() {
+            true => Err(std::io::Error::other("cancelled")),
+            false => Ok(()),
+        }
+    }
+}
+
+/// An output as the link remembers it: what the server holds, without the bytes it sent inline.
+pub(super) fn without_contents(file: &re::OutputFile) -> re::OutputFile {
+    re::OutputFile {
+        contents: Vec::new(),
+        ..file.clone()
+    }
 }
 
 /// What a job's report says of its action, before it runs.

@@ -31,7 +31,7 @@ type Rebuilt = (JobAction, Vec<(re::Digest, PathBuf)>);
 /// Where a blob this job sends comes from.
 enum Source<'a> {
     Message(&'a [u8]),
-    File(PathBuf),
+    File(&'a std::path::Path),
 }
 
 /// The blobs this job sends (each with the sender the jobs that wait for it watch), and the
@@ -88,19 +88,19 @@ fn claim<'a>(ctx: &Session, blobs: Vec<(re::Digest, Source<'a>)>) -> Claimed<'a>
 /// this one, once.
 pub(super) async fn upload_job(ctx: &Session, index: usize, job: &JobAction) -> Result<(), String> {
     let rebuilt = rebuilt(ctx, index, job)?;
-    let (messages, files) = match &rebuilt {
-        Some((whole, uses)) => (&whole.blobs, uses.clone()),
+    let (messages, files): (_, Vec<&(re::Digest, PathBuf)>) = match &rebuilt {
+        Some((whole, uses)) => (&whole.blobs, uses.iter().collect()),
         None => {
-            let files = ctx.inputs[index]
-                .iter()
-                .filter_map(|hash| ctx.files.get(hash).cloned())
-                .collect();
-            (&job.blobs, files)
+            let files = ctx.inputs[index].iter();
+            (
+                &job.blobs,
+                files.filter_map(|hash| ctx.files.get(hash)).collect(),
+            )
         }
     };
     let mut todo: Vec<(re::Digest, Source<'_>)> = (messages.iter())
         .map(|(d, b)| (d.clone(), Source::Message(b)))
-        .chain(files.into_iter().map(|(d, p)| (d, Source::File(p))))
+        .chain(files.into_iter().map(|(d, p)| (d.clone(), Source::File(p))))
         .collect();
     let mut failed = None;
     for _round in 0..2 {
@@ -159,7 +159,7 @@ async fn send(ctx: &Session, mine: &[(re::Digest, Source<'_>, Tell)]) -> Result<
             blobs.push((digest, data));
         }
     }
-    let calls = pack(blobs, ctx.client.max_batch);
+    let calls = pack(blobs, ctx.client.max_batch, |(_, data)| data.len());
     futures_util::stream::iter(calls.into_iter().map(|call| send_call(ctx, call)))
         .buffer_unordered(IN_FLIGHT)
         .try_collect::<Vec<()>>()
@@ -167,23 +167,24 @@ async fn send(ctx: &Session, mine: &[(re::Digest, Source<'_>, Tell)]) -> Result<
     Ok(())
 }
 
-/// The upload calls of `blobs`: batches filled to `max` bytes (each blob counted with 1 KiB of
-/// framing), and each blob too large for a batch alone, for ByteStream.
-fn pack(blobs: Vec<(re::Digest, Vec<u8>)>, max: usize) -> Vec<Vec<(re::Digest, Vec<u8>)>> {
-    let mut calls: Vec<Vec<(re::Digest, Vec<u8>)>> = Vec::new();
-    let mut size = usize::MAX;
-    for (digest, data) in blobs {
-        let cost = data.len() + 1024;
+/// The calls of `blobs` (uploads, or reads): batches filled to `max` bytes (each blob counted
+/// as its `size` and 1 KiB of framing), and each blob too large for a batch alone, for
+/// ByteStream.
+pub(super) fn pack<T>(blobs: Vec<T>, max: usize, size: impl Fn(&T) -> usize) -> Vec<Vec<T>> {
+    let mut calls: Vec<Vec<T>> = Vec::new();
+    let mut filled = usize::MAX;
+    for blob in blobs {
+        let cost = size(&blob) + 1024;
         if cost > max {
-            calls.push(vec![(digest, data)]);
+            calls.push(vec![blob]);
             // Alone in its call: the next blob starts a batch.
-            size = usize::MAX;
-        } else if size.saturating_add(cost) > max {
-            calls.push(vec![(digest, data)]);
-            size = cost;
+            filled = usize::MAX;
+        } else if filled.saturating_add(cost) > max {
+            calls.push(vec![blob]);
+            filled = cost;
         } else {
-            size += cost;
-            calls.last_mut().expect("a batch").push((digest, data));
+            filled += cost;
+            calls.last_mut().expect("a batch").push(blob);
         }
     }
     calls
@@ -210,14 +211,14 @@ async fn send_call(ctx: &Session, call: Vec<(re::Digest, Vec<u8>)>) -> Result<()
     let stream = n == 1 && !ctx.client.batchable(bytes);
     retrying(&ctx.health, &ctx.server, || {
         let mut c = ctx.client.clone();
-        let call = call.clone();
+        let call = &call;
         async move {
             match stream {
                 true => {
-                    let (digest, data) = call.into_iter().next().expect("one blob");
-                    c.stream_upload(&digest, data).await
+                    let (digest, data) = &call[0];
+                    c.stream_upload(digest, data).await
                 }
-                false => c.batch_upload(call).await,
+                false => c.batch_upload(call.clone()).await,
             }
         }
     })
@@ -247,14 +248,16 @@ mod tests {
         };
         // A limit of 4,100 bytes: three blobs of about 1 KiB (2 KiB each with framing) make
         // two batches; a 5,000-byte one goes alone, and the blob after it starts a new batch.
+        let by_len = |(_, data): &(re::Digest, Vec<u8>)| data.len();
         let calls = pack(
             vec![blob(1024), blob(1025), blob(1026), blob(5000), blob(10)],
             4100,
+            by_len,
         );
         assert_eq!(
             sizes(&calls),
             [vec![1024, 1025], vec![1026], vec![5000], vec![10]]
         );
-        assert!(pack(Vec::new(), 4096).is_empty());
+        assert!(pack(Vec::new(), 4096, by_len).is_empty());
     }
 }

@@ -489,7 +489,7 @@ impl Client {
     pub async fn stream_upload(
         &mut self,
         digest: &re::Digest,
-        data: Vec<u8>,
+        data: &[u8],
     ) -> Result<(), tonic::Status> {
         let uuid = uuid_like();
         let resource = format!(
@@ -815,14 +815,13 @@ fn prefix(instance: &str) -> String {
 
 /// A random UUID-shaped name for an upload (the server only needs it unique).
 fn uuid_like() -> String {
-    use sha2::{Digest, Sha256};
     let seed = format!(
         "{:?}{}{:?}",
         std::time::SystemTime::now(),
         std::process::id(),
         std::thread::current().id()
     );
-    let h = crate::util::fsutil::hex(Sha256::digest(seed.as_bytes()));
+    let h = crate::util::fsutil::sha256_hex(seed.as_bytes());
     format!(
         "{}-{}-4{}-a{}-{}",
         &h[0..8],
