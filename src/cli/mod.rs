@@ -6,7 +6,7 @@
 //! the files of remote options it names (headers, TLS), and no job file, and starts nothing.
 
 use crate::render::Format;
-use camino::Utf8PathBuf;
+use camino::{Utf8Path, Utf8PathBuf};
 use clap::error::{ContextKind, ContextValue, ErrorKind};
 use clap::parser::ValueSource;
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
@@ -401,6 +401,15 @@ pub struct RunArgs {
     /// Where each option given came from (filled by `parse`).
     #[arg(skip)]
     pub origins: Origins,
+}
+
+impl RunArgs {
+    /// The job file (clap requires it of a run; `link` fills it in before the engine runs).
+    pub fn job_file(&self) -> &Utf8Path {
+        self.job_file
+            .as_deref()
+            .expect("clap requires the job file")
+    }
 }
 
 /// A host pool size: 0 (off) to `pool::MAX_SLOTS`.

@@ -38,10 +38,7 @@ pub(super) fn write_build_file(
     wrapper: &[String],
     order: Vec<usize>,
 ) -> Result<Tool, Fail> {
-    let path = args
-        .job_file
-        .as_deref()
-        .expect("clap requires the job file");
+    let path = args.job_file();
     if args.backend == Some(Backend::Direct) {
         let state = RunDir::create().map_err(Fail::environment)?;
         return Ok(Tool { build: None, state });

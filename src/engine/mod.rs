@@ -33,10 +33,7 @@ use std::path::PathBuf;
 
 /// The default run: everything from the job file to verified outputs.
 pub fn run(args: &RunArgs, jobserver: jobserver::FromEnv, watch: &Watch) -> Result<(), Fail> {
-    let path = args
-        .job_file
-        .as_deref()
-        .expect("clap requires the job file");
+    let path = args.job_file();
     // The directory first: failing to find it is the environment's fault, not the file's.
     let (dir, _) = cwd()?;
     run_file(args, dir, parse_file(path)?, jobserver, watch)

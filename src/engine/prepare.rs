@@ -93,21 +93,19 @@ pub(super) fn prepare<'a>(
     mut file: JobFile<'static>,
     jobserver: jobserver::FromEnv,
 ) -> Result<Option<Prepared<'a>>, Fail> {
-    let path = args
-        .job_file
-        .as_deref()
-        .expect("clap requires the job file");
+    let path = args.job_file();
     validate::check(&file, &cwd.to_string_lossy())
         .map_err(|e| Fail::bad_input(format!("check job file {path}: {e}")))?;
     let wrapper = wrapper(&args.wrapper)?;
     let mut remote = args.remote.options().map_err(Fail::bad_input)?;
-    if let (Some(options), Some(dir)) = (&mut remote, history_dir(args)) {
+    let history_dir = history_dir(args);
+    if let (Some(options), Some(dir)) = (&mut remote, &history_dir) {
         let name = crate::report::history::stem(&cwd, &file.linker_output);
         let digests = crate::report::history::DIGESTS;
         options.memo = Some(dir.join(format!("{name}.{digests}")).into());
     }
     let identity = (remote.is_some() && !file.jobs.is_empty())
-        .then(|| crate::remote::AskedCompiler::start(&file, history_dir(args).map(Into::into)));
+        .then(|| crate::remote::AskedCompiler::start(&file, history_dir.clone().map(Into::into)));
     if let Some(why) = remote.as_ref().and_then(|o| o.disk_unused()) {
         report::warning(&format!("--remote-disk-cache is not used: {why}"));
     }
@@ -127,7 +125,7 @@ pub(super) fn prepare<'a>(
         return Ok(None);
     }
     rundir::remove_dead(&std::env::temp_dir());
-    let (history, cost) = costs(args, &file, &cwd, &inputs.bytes);
+    let (history, cost) = costs(args, history_dir.as_deref(), &file, &cwd, &inputs.bytes);
     let parallelism = std::thread::available_parallelism()
         .map(usize::from)
         .unwrap_or(1);
@@ -215,14 +213,16 @@ pub(super) fn history_dir(args: &RunArgs) -> Option<Utf8PathBuf> {
         .flatten()
 }
 
-/// The remembered history (unless turned off) and each job's expected cost, by `--order`.
+/// The remembered history (in `history_dir`, unless turned off) and each job's expected cost,
+/// by `--order`.
 fn costs(
     args: &RunArgs,
+    history_dir: Option<&camino::Utf8Path>,
     file: &JobFile<'_>,
     cwd: &std::path::Path,
     bytes: &[u64],
 ) -> (Option<History>, Vec<f64>) {
-    let history = history_dir(args).map(|dir| History::load(&dir, cwd, &file.linker_output));
+    let history = history_dir.map(|dir| History::load(dir, cwd, &file.linker_output));
     let cost = match args.order {
         crate::cli::Order::Longest => match &history {
             Some(h) => h.estimate(file, bytes),
