@@ -200,10 +200,10 @@ async fn execute(
         if progressed {
             backoff.reset();
         }
-        ctx.health.retried(&ctx.server, &status);
+        ctx.health.retried(&status);
         let again = reapi::transient(status.code()) || status.code() == tonic::Code::NotFound;
         if !again || !backoff.wait(&ctx.health).await {
-            ctx.health.gave_up(&ctx.server, &status);
+            ctx.health.gave_up(&status);
             break Err(status);
         }
     };
@@ -278,7 +278,7 @@ async fn fetch_outputs(
             })?;
             file.contents.clone()
         } else {
-            retrying(&ctx.health, &ctx.server, || {
+            retrying(&ctx.health, || {
                 let mut c = client.clone();
                 let d = digest.clone();
                 async move { c.read(&d).await }

@@ -68,8 +68,11 @@ pub(super) fn unreachable(code: tonic::Code) -> bool {
 }
 
 /// The server's health for one link.
-#[derive(Default)]
-pub(super) struct Health(Mutex<State>);
+pub(super) struct Health {
+    /// The server, as messages name it.
+    server: String,
+    state: Mutex<State>,
+}
 
 #[derive(Default)]
 struct State {
@@ -83,11 +86,19 @@ struct State {
 }
 
 impl Health {
+    /// The health of `server` (its URL, as messages name it), up until a call says otherwise.
+    pub(super) fn new(server: &str) -> Health {
+        Health {
+            server: server.to_string(),
+            state: Mutex::default(),
+        }
+    }
+
     /// Why the server is taken for down (None: it may be called). After RETRY_AFTER, the first
     /// caller gets None and tries it; the others see it down until an answer comes, or until
     /// RETRY_AFTER more has passed without one (that caller made no call, or no answer came).
     pub(super) fn down(&self) -> Option<String> {
-        let mut s = lock(&self.0);
+        let mut s = lock(&self.state);
         let (since, why) = s.down.as_ref()?;
         let lapsed = |t: &Instant| t.elapsed() >= RETRY_AFTER;
         if lapsed(since) && s.probing.as_ref().is_none_or(lapsed) {
@@ -99,39 +110,39 @@ impl Health {
 
     /// A call that is not tried again ended: it failed as unreachable (the server is down
     /// from now), or the server answered, if only with an error (it is up).
-    pub(super) fn saw<T>(&self, server: &str, result: &Result<T, tonic::Status>) {
+    pub(super) fn saw<T>(&self, result: &Result<T, tonic::Status>) {
         match result {
-            Err(s) if unreachable(s.code()) => self.fail(server, &reapi::describe(s)),
+            Err(s) if unreachable(s.code()) => self.fail(&reapi::describe(s)),
             _ => self.up(),
         }
     }
 
     /// A call that is tried again failed with `s`: a timeout is the server's silence, and
     /// costs every job too much to wait out again; a refused connection may be a blip.
-    pub(super) fn retried(&self, server: &str, s: &tonic::Status) {
+    pub(super) fn retried(&self, s: &tonic::Status) {
         if s.code() == tonic::Code::DeadlineExceeded {
-            self.fail(server, &reapi::describe(s));
+            self.fail(&reapi::describe(s));
         }
     }
 
     /// A call failed with `s` after its retries: the server is down if `s` says so.
-    pub(super) fn gave_up(&self, server: &str, s: &tonic::Status) {
+    pub(super) fn gave_up(&self, s: &tonic::Status) {
         if unreachable(s.code()) {
-            self.fail(server, &reapi::describe(s));
+            self.fail(&reapi::describe(s));
         }
     }
 
     /// The server answered.
     pub(super) fn up(&self) {
-        let mut s = lock(&self.0);
+        let mut s = lock(&self.state);
         s.down = None;
         s.probing = None;
     }
 
     /// The server is down from now, for `cause`.
-    pub(super) fn fail(&self, server: &str, cause: &str) {
-        let mut s = lock(&self.0);
-        let why = format!("{server} is unreachable ({cause})");
+    pub(super) fn fail(&self, cause: &str) {
+        let mut s = lock(&self.state);
+        let why = format!("{} is unreachable ({cause})", self.server);
         if s.told.is_none() {
             s.told = Some(format!(
                 "remote: {why}: the jobs still to go run here; it is tried again every {} s",
@@ -144,18 +155,14 @@ impl Health {
 
     /// What the user is told of the server's health, once per link.
     pub(super) fn warning(&self) -> Option<String> {
-        lock(&self.0).told.take()
+        lock(&self.state).told.take()
     }
 }
 
 /// Runs `f` again after transient failures, with backoff, unless the server is down; what it
 /// finds is the link's `health`: the server is down after a timeout, or once the retries of a
 /// refused call are spent.
-pub(super) async fn retrying<T, F, Fut>(
-    health: &Health,
-    server: &str,
-    mut f: F,
-) -> Result<T, tonic::Status>
+pub(super) async fn retrying<T, F, Fut>(health: &Health, mut f: F) -> Result<T, tonic::Status>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, tonic::Status>>,
@@ -168,14 +175,14 @@ where
         let result = f().await;
         match result {
             Err(s) if reapi::transient(s.code()) => {
-                health.retried(server, &s);
+                health.retried(&s);
                 if !backoff.wait(health).await {
-                    health.gave_up(server, &s);
+                    health.gave_up(&s);
                     return Err(s);
                 }
             }
             other => {
-                health.saw(server, &other);
+                health.saw(&other);
                 return other;
             }
         }
@@ -195,37 +202,37 @@ mod tests {
 
     #[test]
     fn an_unreachable_server_is_down_for_every_caller_and_told_once() {
-        let h = Health::default();
+        let h = Health::new("grpc://farm");
         assert_eq!(h.down(), None);
-        h.saw::<()>("grpc://farm", &Err(tonic::Status::internal("a bug")));
+        h.saw::<()>(&Err(tonic::Status::internal("a bug")));
         assert_eq!(
             h.down(),
             None,
             "an answer, if an error, is no unreachability"
         );
-        h.saw::<()>("grpc://farm", &Err(tonic::Status::unavailable("refused")));
+        h.saw::<()>(&Err(tonic::Status::unavailable("refused")));
         let why = h.down().expect("down");
         assert!(why.contains("grpc://farm is unreachable"), "{why}");
-        h.fail("grpc://farm", "again");
+        h.fail("again");
         let told = h.warning().expect("told");
         assert!(told.contains("UNAVAILABLE: refused"), "{told}");
         assert_eq!(h.warning(), None, "once");
-        h.saw("grpc://farm", &Ok(()));
+        h.saw(&Ok(()));
         assert_eq!(h.down(), None);
     }
 
     #[test]
     fn after_a_while_one_caller_tries_the_server_again() {
-        let h = Health::default();
-        h.fail("s", "timed out");
-        lock(&h.0).down.as_mut().unwrap().0 = Instant::now().checked_sub(RETRY_AFTER).unwrap();
+        let h = Health::new("s");
+        h.fail("timed out");
+        lock(&h.state).down.as_mut().unwrap().0 = Instant::now().checked_sub(RETRY_AFTER).unwrap();
         assert_eq!(h.down(), None, "the first caller tries");
         assert!(h.down().is_some(), "the others still see it down");
         // That caller made no call: after a while more, another gets the try.
-        lock(&h.0).probing = Some(Instant::now().checked_sub(RETRY_AFTER).unwrap());
+        lock(&h.state).probing = Some(Instant::now().checked_sub(RETRY_AFTER).unwrap());
         assert_eq!(h.down(), None, "the try is given out again");
         // Any answer ends it.
-        h.saw::<()>("s", &Err(tonic::Status::permission_denied("no")));
+        h.saw::<()>(&Err(tonic::Status::permission_denied("no")));
         assert_eq!(h.down(), None);
         assert_eq!(h.down(), None, "up for every caller");
     }

@@ -85,7 +85,7 @@ async fn from_entry(
     };
     let mut client = ctx.client.clone();
     let got = client.cached(&entry.key).await;
-    ctx.health.saw(&ctx.server, &got);
+    ctx.health.saw(&got);
     let Ok(Some(result)) = got else {
         return false;
     };
@@ -138,7 +138,7 @@ async fn ask_each(ctx: &Session, ends: &[Option<End>], found: &mut [Option<(File
             break;
         };
         let Ok((i, got)) = done else { continue };
-        ctx.health.saw(&ctx.server, &got);
+        ctx.health.saw(&got);
         if let Ok(Some(result)) = got.map(|r| r.filter(|r| r.exit_code == 0)) {
             let worker = result
                 .execution_metadata
@@ -415,7 +415,7 @@ async fn fetch(
         let Some(Ok((group, got))) = calls.join_next().await else {
             break;
         };
-        ctx.health.saw(&ctx.server, &got);
+        ctx.health.saw(&got);
         let mut blobs = Vec::new();
         for (d, got) in group.into_iter().zip(got.unwrap_or_default()) {
             match got {

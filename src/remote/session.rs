@@ -131,7 +131,7 @@ impl Session {
             cancelled,
             counters: Counters::default(),
             state: Mutex::new(vec![JobState::default(); n]),
-            health: Health::default(),
+            health: Health::new(&options.target.url),
             server: options.target.url.clone(),
         }
     }

@@ -143,7 +143,7 @@ async fn send(ctx: &Session, mine: &[(re::Digest, Source<'_>, Tell)]) -> Result<
         return Ok(());
     }
     let all: Vec<re::Digest> = mine.iter().map(|(d, _, _)| d.clone()).collect();
-    let missing = retrying(&ctx.health, &ctx.server, || {
+    let missing = retrying(&ctx.health, || {
         let mut c = ctx.client.clone();
         let all = all.clone();
         async move { c.find_missing(&all).await }
@@ -209,7 +209,7 @@ async fn send_call(ctx: &Session, call: Vec<(re::Digest, Vec<u8>)>) -> Result<()
     let n = call.len();
     let bytes: usize = call.iter().map(|(_, d)| d.len()).sum();
     let stream = n == 1 && !ctx.client.batchable(bytes);
-    retrying(&ctx.health, &ctx.server, || {
+    retrying(&ctx.health, || {
         let mut c = ctx.client.clone();
         let call = &call;
         async move {
