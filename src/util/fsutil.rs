@@ -1,8 +1,8 @@
 //! Fsutil: small file-system helpers every layer uses — files written whole or not at all (on
-//! `tempfile`), stable file names hashed from a key, locks that survive a panicking holder, and
+//! `tempfile`, or linked once whole where Linux makes files without a name), stable file names hashed from a key, locks that survive a panicking holder, and
 //! the first of several paths that is a file.
 //!
-//! It knows files, renames, SHA-256 and mutexes; it does not know what the files hold or who
+//! It knows files, renames, links, SHA-256 and mutexes; it does not know what the files hold or who
 //! reads them, and it imports nothing of the crate.
 
 use camino::Utf8Path;
@@ -91,16 +91,71 @@ pub fn write_atomically(
 
 /// Writes `bytes` to the regular file `path` whole or not at all, created with `mode` (less the
 /// umask); `before` is asked last and may still refuse (the file is then not written).
+///
+/// Where it can (Linux), the file is written without a name and then linked as `path`: many
+/// files written at once into one directory do not wait for each other on the directory, as a
+/// temporary name and a rename do (two changes of it, the file's creation inside one). Where it
+/// cannot (another system or file system, `path` already there, no /proc), it is a `Partial`.
 pub fn write_whole(
     path: &Path,
     bytes: &[u8],
     mode: u32,
     before: impl FnOnce() -> std::io::Result<()>,
 ) -> std::io::Result<()> {
+    let Some(file) = unnamed::create(path, mode) else {
+        let partial = Partial::create_mode(path, mode)?;
+        std::io::Write::write_all(&mut partial.file(), bytes)?;
+        before()?;
+        return partial.commit();
+    };
+    std::io::Write::write_all(&mut &file, bytes)?;
+    before()?;
+    if unnamed::link(&file, path).is_ok() {
+        return Ok(());
+    }
+    // Written again under a temporary name, which replaces `path` or says why it cannot.
     let partial = Partial::create_mode(path, mode)?;
     std::io::Write::write_all(&mut partial.file(), bytes)?;
-    before()?;
     partial.commit()
+}
+
+/// Files made without a name in a directory (`O_TMPFILE`), and linked there once whole.
+#[cfg(target_os = "linux")]
+mod unnamed {
+    use rustix::fs::{linkat, openat, AtFlags, Mode, OFlags, CWD};
+    use std::path::Path;
+
+    /// A file without a name in `path`'s directory, or None where none can be made there.
+    pub fn create(path: &Path, mode: u32) -> Option<std::fs::File> {
+        let dir = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        let flags = OFlags::WRONLY | OFlags::TMPFILE | OFlags::CLOEXEC;
+        let fd = openat(CWD, dir, flags, Mode::from_raw_mode(mode)).ok()?;
+        Some(std::fs::File::from(fd))
+    }
+
+    /// Gives `file` the name `path`, which must not be taken.
+    pub fn link(file: &std::fs::File, path: &Path) -> std::io::Result<()> {
+        use std::os::fd::AsRawFd;
+        let this = format!("/proc/self/fd/{}", file.as_raw_fd());
+        linkat(CWD, this.as_str(), CWD, path, AtFlags::SYMLINK_FOLLOW)?;
+        Ok(())
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+mod unnamed {
+    use std::path::Path;
+
+    pub fn create(_: &Path, _: u32) -> Option<std::fs::File> {
+        None
+    }
+
+    pub fn link(_: &std::fs::File, _: &Path) -> std::io::Result<()> {
+        Err(std::io::ErrorKind::Unsupported.into())
+    }
 }
 
 /// The first `dir/name` (over `dirs`, then `names`) that is a file under `base`, as
@@ -233,6 +288,41 @@ mod tests {
         write_whole(&path, b"x", 0o600, || Ok(())).unwrap();
         let mode = fs::metadata(&path).unwrap().permissions().mode() & 0o777;
         assert_eq!((fs::read(&path).unwrap(), mode), (b"x".to_vec(), 0o600));
+    }
+
+    #[test]
+    fn a_whole_write_replaces_a_file_already_there_and_leaves_no_other() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("o");
+        fs::write(&path, b"old").unwrap();
+        // Where a file without a name can be made, linking it as `o` fails: written again.
+        write_whole(&path, b"new", 0o640, || Ok(())).unwrap();
+        let mode = fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!((fs::read(&path).unwrap(), mode), (b"new".to_vec(), 0o640));
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
+        // Into a directory that is not there: the OS's error.
+        let e = write_whole(&dir.path().join("no/o"), b"x", 0o600, || Ok(())).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::NotFound);
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn files_without_a_name_are_linked_once_whole() {
+        // tmpfs makes files without a name (Linux 3.11 on); a file system that cannot makes
+        // none, and write_whole then writes under a temporary name.
+        let dir = tempfile::tempdir_in("/dev/shm").unwrap();
+        let path = dir.path().join("o");
+        let file = unnamed::create(&path, 0o600).expect("a file without a name on tmpfs");
+        std::io::Write::write_all(&mut &file, b"whole").unwrap();
+        assert_eq!(
+            fs::read_dir(dir.path()).unwrap().count(),
+            0,
+            "not seen before linked"
+        );
+        unnamed::link(&file, &path).unwrap();
+        assert_eq!(fs::read(&path).unwrap(), b"whole");
+        let taken = unnamed::link(&file, &path).unwrap_err();
+        assert_eq!(taken.kind(), std::io::ErrorKind::AlreadyExists);
     }
 
     #[test]
