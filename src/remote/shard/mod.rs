@@ -86,10 +86,31 @@ impl<'a> ModuleTable<'a> {
         }
         // lld numbers the modules by their old names (19, 22) or their place in the link (14).
         modules.sort_by(|a, b| a.path.cmp(&b.path));
+        let numbers: HashMap<u64, u64> = modules
+            .iter()
+            .enumerate()
+            .map(|(new, m)| (m.id, new as u64))
+            .collect();
+        if numbers.len() != modules.len() {
+            return Err("two modules with one id".into());
+        }
+        let summary = match (&table.other, table.summary) {
+            (Some(other), _) => Err(format!("the module block holds {other}")),
+            (None, None) => Err("no summary block".into()),
+            (None, Some(s)) => summary::canonical(&shard[s.len_at + 4..s.end], s.width, &numbers)
+                .map(|canonical| (s, canonical))
+                .map_err(|e| format!("read the summary block: {e}")),
+        };
+        if summary.is_ok() {
+            for m in &mut modules {
+                m.id = numbers[&m.id];
+            }
+        }
         Ok(Plan {
             shard,
             table,
             modules,
+            summary,
         })
     }
 }
@@ -112,32 +133,45 @@ pub fn rename(shard: &[u8], rename: &dyn Fn(&str) -> Option<String>) -> Result<R
     ModuleTable::read(shard)?.plan(rename)?.finish()
 }
 
-/// A rewrite of a shard, found but not made: its module table read and renamed. Finding it
-/// reads only the module block's records; making it (`finish`) reads and writes every summary.
+/// A rewrite of a shard, read but not written: its module table renamed, and its summary
+/// block read and put in canonical order (or why it is kept as lld wrote it).
 pub struct Plan<'a> {
     shard: &'a [u8],
     table: Table,
-    /// The modules renamed, in the order of their new names, with lld's ids.
+    /// The modules renamed, in the order of their new names, with their new ids (lld's when
+    /// the summary block is kept).
     modules: Vec<Module>,
+    summary: Result<(Block, summary::Canonical), String>,
 }
 
 impl Plan<'_> {
-    /// What the rewritten shard is made of, as a SHA-256: every byte of the shard but its module
-    /// path table and the module block's length word (which follows the table's length), and
-    /// the renamed table. Two shards with the same identity are rewritten to the same bytes,
-    /// whatever paths lld gave their modules.
+    /// What the rewritten shard is made of, as a SHA-256, without writing it: every byte of the
+    /// shard but its module path table, its summary block and their enclosing blocks' length
+    /// words; the renamed table; the summary block in canonical form (or as lld wrote it, when
+    /// kept). Two shards with the same identity are rewritten to the same bytes, whatever
+    /// paths, module numbers, value numbers and summary order lld gave them.
     pub fn identity(&self) -> String {
         use sha2::{Digest, Sha256};
         let (shard, t) = (self.shard, &self.table);
         let mut h = Sha256::new();
-        h.update(b"dtlto-bridge shard rewrite 1\0");
-        for part in [
-            &shard[..t.module_len_at],
-            &shard[t.module_len_at + 4..t.strtab.len_at],
-            &shard[t.strtab.end..],
-        ] {
+        h.update(b"dtlto-bridge shard rewrite 2\0");
+        let part = |h: &mut Sha256, part: &[u8]| {
             h.update((part.len() as u64).to_le_bytes());
             h.update(part);
+        };
+        part(&mut h, &shard[..t.module_len_at]);
+        part(&mut h, &shard[t.module_len_at + 4..t.strtab.len_at]);
+        match &self.summary {
+            Ok((s, canonical)) => {
+                h.update(b"canonical\0");
+                part(&mut h, &shard[t.strtab.end..s.len_at]);
+                canonical.identity(&mut h);
+                part(&mut h, &shard[s.end..]);
+            }
+            Err(_) => {
+                h.update(b"kept\0");
+                part(&mut h, &shard[t.strtab.end..]);
+            }
         }
         h.update((t.strtab.width as u64).to_le_bytes());
         for m in &self.modules {
@@ -159,28 +193,9 @@ impl Plan<'_> {
         let Plan {
             shard,
             table,
-            mut modules,
+            modules,
+            summary,
         } = self;
-        let numbers: HashMap<u64, u64> = modules
-            .iter()
-            .enumerate()
-            .map(|(new, m)| (m.id, new as u64))
-            .collect();
-        if numbers.len() != modules.len() {
-            return Err("two modules with one id".into());
-        }
-        let summary = match (&table.other, table.summary) {
-            (Some(other), _) => Err(format!("the module block holds {other}")),
-            (None, None) => Err("no summary block".into()),
-            (None, Some(s)) => summary::canonical(&shard[s.len_at + 4..s.end], s.width, &numbers)
-                .map(|body| (s, body))
-                .map_err(|e| format!("read the summary block: {e}")),
-        };
-        if summary.is_ok() {
-            for m in &mut modules {
-                m.id = numbers[&m.id];
-            }
-        }
         let mut w = Writer::default();
         for m in &modules {
             let mut ops = vec![m.id];
@@ -193,8 +208,8 @@ impl Plan<'_> {
         w.end_block(table.strtab.width);
         let mut splices = vec![(table.strtab, w.into_bytes())];
         let summaries_kept = match summary {
-            Ok(block) => {
-                splices.push(block);
+            Ok((s, canonical)) => {
+                splices.push((s, canonical.write(s.end - s.len_at)));
                 None
             }
             Err(why) => Some(why),
@@ -454,6 +469,23 @@ mod tests {
                     .collect()
             };
             let (in_a, in_b) = (names('a', |i| i + 1), names('b', |i| 5 - i));
+            // The same identity, found without writing either (lld numbered their modules and
+            // values otherwise).
+            let plan = |shard, names: &HashMap<String, String>| {
+                let table = ModuleTable::read(shard).unwrap();
+                table.plan(&|p| names.get(p).cloned()).unwrap()
+            };
+            let (plan_a, plan_b) = (plan(a, &in_a), plan(b, &in_b));
+            assert_eq!(plan_a.identity(), plan_b.identity(), "{version}");
+            let elsewhere: HashMap<String, String> = in_a
+                .iter()
+                .map(|(k, v)| (k.clone(), format!("n/{v}")))
+                .collect();
+            assert_ne!(plan_a.identity(), plan(a, &elsewhere).identity());
+            assert_eq!(
+                plan_a.finish().unwrap().bytes,
+                plan_b.finish().unwrap().bytes
+            );
             let a = rename(a, &|p| in_a.get(p).cloned()).unwrap();
             let b = rename(b, &|p| in_b.get(p).cloned()).unwrap();
             assert_eq!(a.summaries_kept, None, "{version}");

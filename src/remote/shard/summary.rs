@@ -49,9 +49,19 @@ struct Summary {
     names: Vec<Record>,
 }
 
+/// A summary block in canonical form, read and put in order but not yet written.
+pub struct Canonical {
+    width: u32,
+    block: Block,
+}
+
 /// The block's body (what follows its length word) in canonical form, its modules renumbered
 /// by `modules` (old id → new id); an error names the first thing it does not know.
-pub fn canonical(body: &[u8], width: u32, modules: &HashMap<u64, u64>) -> Result<Vec<u8>, String> {
+pub fn canonical(
+    body: &[u8],
+    width: u32,
+    modules: &HashMap<u64, u64>,
+) -> Result<Canonical, String> {
     let mut r = Reader {
         bytes: body,
         bit: 0,
@@ -98,23 +108,53 @@ pub fn canonical(body: &[u8], width: u32, modules: &HashMap<u64, u64>) -> Result
     if block.summaries.windows(2).any(|w| key(&w[0]) == key(&w[1])) {
         return Err("two summaries of one value in one module".into());
     }
-    let mut w = Writer::with_capacity(body.len());
-    let records = block
-        .header
-        .iter()
-        .chain(block.guids.iter().map(|(_, record)| record))
-        .chain(
-            block
-                .summaries
-                .iter()
-                .flat_map(|s| std::iter::once(&s.record).chain(&s.names)),
-        )
-        .chain(&block.counts);
-    for record in records {
-        w.unabbreviated(width, record.code, &record.ops);
+    Ok(Canonical { width, block })
+}
+
+impl Canonical {
+    /// The records in the order they are written.
+    fn records(&self) -> impl Iterator<Item = &Record> {
+        let b = &self.block;
+        (b.header.iter())
+            .chain(b.guids.iter().map(|(_, record)| record))
+            .chain((b.summaries.iter()).flat_map(|s| std::iter::once(&s.record).chain(&s.names)))
+            .chain(&b.counts)
     }
-    w.end_block(width);
-    Ok(w.into_bytes())
+
+    /// Feeds `h` what the written block is made of (its width, and each record's code,
+    /// operand count and operands, each number as LEB128), without writing it: the same bytes
+    /// fed, the same block written.
+    pub fn identity(&self, h: &mut sha2::Sha256) {
+        use sha2::Digest;
+        let mut bytes: Vec<u8> = Vec::with_capacity(4096);
+        let mut number = |mut n: u64| loop {
+            let low = (n & 0x7f) as u8;
+            n >>= 7;
+            if n == 0 {
+                bytes.push(low);
+                break;
+            }
+            bytes.push(low | 0x80);
+        };
+        number(u64::from(self.width));
+        for record in self.records() {
+            number(record.code);
+            number(record.ops.len() as u64);
+            record.ops.iter().for_each(|&op| number(op));
+        }
+        h.update((bytes.len() as u64).to_le_bytes());
+        h.update(&bytes);
+    }
+
+    /// The block's body, written (what follows its length word).
+    pub fn write(&self, capacity: usize) -> Vec<u8> {
+        let mut w = Writer::with_capacity(capacity);
+        for record in self.records() {
+            w.unabbreviated(self.width, record.code, &record.ops);
+        }
+        w.end_block(self.width);
+        w.into_bytes()
+    }
 }
 
 /// The records of a summary block, sorted by what they hold.
@@ -287,6 +327,17 @@ mod tests {
         w.into_bytes()
     }
 
+    fn written(body: &[u8], modules: &HashMap<u64, u64>) -> Result<Vec<u8>, String> {
+        canonical(body, 4, modules).map(|c| c.write(0))
+    }
+
+    fn identity(body: &[u8], modules: &HashMap<u64, u64>) -> [u8; 32] {
+        use sha2::Digest;
+        let mut h = sha2::Sha256::new();
+        canonical(body, 4, modules).unwrap().identity(&mut h);
+        h.finalize().into()
+    }
+
     fn read(body: &[u8]) -> Vec<(u64, Vec<u64>)> {
         let mut r = Reader {
             bytes: body,
@@ -323,14 +374,18 @@ mod tests {
         records
     }
 
+    fn identity_modules() -> HashMap<u64, u64> {
+        HashMap::from([(0, 0), (1, 1)])
+    }
+
     #[test]
     fn the_same_summaries_under_other_numbers_give_the_same_bytes() {
         let first = block([1, 2, 3], [0, 1]);
         let second = block([3, 1, 2], [1, 0]);
-        let identity = HashMap::from([(0, 0), (1, 1)]);
+        let same = identity_modules();
         let swap = HashMap::from([(0, 1), (1, 0)]);
-        let a = canonical(&body(&first), 4, &identity).unwrap();
-        let b = canonical(&body(&second), 4, &swap).unwrap();
+        let a = written(&body(&first), &same).unwrap();
+        let b = written(&body(&second), &swap).unwrap();
         assert_eq!(a, b);
         // Values by GUID; summaries by (module, value), the alias last; operands in place.
         assert_eq!(
@@ -351,14 +406,25 @@ mod tests {
                 (FS_COMBINED_ALIAS, vec![4, 1, 0, 2]),
             ]
         );
+        // The same identity, without writing; another one for another operand.
+        assert_eq!(
+            identity(&body(&first), &identity_modules()),
+            identity(&body(&second), &swap)
+        );
+        let mut hotter = first.clone();
+        hotter[7].ops[11] = 9;
+        assert_ne!(
+            identity(&body(&first), &identity_modules()),
+            identity(&body(&hotter), &identity_modules())
+        );
         // Canonical is a fixed point.
-        assert_eq!(canonical(&a, 4, &identity).unwrap(), a);
+        assert_eq!(written(&a, &same).unwrap(), a);
     }
 
     #[test]
     fn what_it_does_not_know_is_an_error() {
         let identity = HashMap::from([(0, 0), (1, 1)]);
-        let refused = |records: &[Record]| canonical(&body(records), 4, &identity).unwrap_err();
+        let refused = |records: &[Record]| written(&body(records), &identity).unwrap_err();
         let good = block([1, 2, 3], [0, 1]);
         let with = |at: usize, r: Record| {
             let mut records = good.clone();
@@ -377,7 +443,7 @@ mod tests {
         // An alias whose aliasee is not in the shard (0) is known, and keeps its 0.
         let mut alone = good.clone();
         alone[9].ops[3] = 0;
-        let read_back = read(&canonical(&body(&alone), 4, &identity).unwrap());
+        let read_back = read(&written(&body(&alone), &identity).unwrap());
         assert_eq!(
             read_back.last().unwrap(),
             &(FS_COMBINED_ALIAS, vec![4, 1, 0, 0])
