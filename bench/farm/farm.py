@@ -325,7 +325,8 @@ def main():
                                 sys.exit(f"relink: {rep['totals']['remote_cache']} of {len(times)} "
                                          "jobs from the action cache")
                             relinks.append({"seconds": s, "link_cpu": link_cpu,
-                                            "farm_cpu": farm_cpu, "remote": rep["remote"]})
+                                            "farm_cpu": farm_cpu, "remote": rep["remote"],
+                                            "bridge": rep["wall_seconds"]})
                             # The local phases again, the farm idle beside them: the ideal
                             # of a relink on the same machine, under the same load.
                             beside.append(link(program, store_bin, [store], env)[0])
@@ -410,11 +411,17 @@ def write(args, bridge, results):
                          f"{r['ideal_first']:.3f}", f"{f / r['ideal_first']:.3f}x",
                          " / ".join(f"{x['seconds']:.2f}" for x in r["firsts"])])
             beside = r.get("beside") or []
+            # Each relink against the local phases measured right after it, and dtlto-bridge's
+            # own part of it (its report's wall).
+            rounds = [x["seconds"] / b for x, b in zip(r["relinks"], beside)]
+            own = med(x.get("bridge") for x in r["relinks"])
             rows.append([f"relink, all from the action cache", net, str(r["workers"]), f"{c:.3f}",
                          f"{r['ideal_relink']:.3f}", f"{c / r['ideal_relink']:.2f}x",
                          " / ".join(f"{x['seconds']:.3f}" for x in r["relinks"])
                          + (" (local phases between them: "
-                            + " / ".join(f"{x:.3f}" for x in beside) + ")" if beside else "")])
+                            + " / ".join(f"{x:.3f}" for x in beside) + "; median of the "
+                            f"rounds' ratios {med(rounds):.2f}x)" if beside else "")
+                         + f"; dtlto-bridge's own wall, median: {own:.3f} s"])
         lines += bench.table(
             f"{p['name']}: links through the farm, job times x{args.scale:g} (median; every "
             "program equal to the recorded one byte for byte and passing its check)",
