@@ -19,8 +19,10 @@ Every linked program must equal the recorded link's program byte for byte and pa
 
 import argparse
 import datetime
+import functools
 import json
 import os
+import re
 import resource
 import shutil
 import signal
@@ -224,6 +226,42 @@ def lpt(durations, slots):
     return bench.makespan(sorted(durations, reverse=True), slots)
 
 
+@functools.lru_cache(maxsize=None)
+def members(dir, archive):
+    """Each member's size in the archive of that file name under `dir` (lld names an archive's
+    members by the archive's file name), by `ar tv`."""
+    found = [os.path.join(d, archive) for d, _, files in os.walk(dir) if archive in files]
+    if len(found) != 1:
+        sys.exit(f"{len(found)} archives {archive} under {dir}")
+    listing = subprocess.run(["ar", "tv", found[0]], check=True, capture_output=True,
+                             text=True).stdout
+    return {line.split()[-1]: int(line.split()[2]) for line in listing.splitlines()}
+
+
+def module_bytes(dir, module):
+    """The size of a recorded job's own module in the program's directory: a file, or an archive
+    member as lld names it (`lib.a(m.o at 80).4.1D36.o`)."""
+    member = re.match(r"(.+\.a)\((.+) at \d+\)", module)
+    if not member:
+        return os.path.getsize(os.path.join(dir, module))
+    return members(dir, member.group(1))[member.group(2)]
+
+
+def schedules(rec, dir, scale, slots):
+    """The span of the recorded times x scale on `slots` workers started longest first by the
+    times themselves (LPT), by each job's own module's size (dtlto-bridge's estimate without a
+    history), and by all the bytes each job reads."""
+    jobs = list(rec["jobs"].values())
+    sizes = {m: module_bytes(dir, m) for m in {j["module"] for j in jobs}}
+
+    def by(key):
+        order = sorted(jobs, key=key, reverse=True)
+        return bench.makespan([j["seconds"] * scale for j in order], slots)
+
+    return (by(lambda j: j["seconds"]), by(lambda j: sizes[j["module"]]),
+            by(lambda j: j["input_bytes"]))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bridge", required=True)
@@ -283,6 +321,7 @@ def main():
         with open(os.path.join(store, "record.json")) as f:
             rec = json.load(f)
         times = [j["seconds"] for j in rec["jobs"].values()]
+        orders = {w: schedules(rec, program.dir, args.scale, w) for w in workers}
         # 2. The local phases (median of max(5, runs) links, every program checked).
         local = []
         for _ in range(max(5, args.runs)):
@@ -346,7 +385,7 @@ def main():
         results["programs"][key] = {
             "name": program.name, "jobs": len(times), "job_seconds": times, "local": local,
             "local_s": local_s, "rows": rows,
-            "record_threads": rec.get("threads", 1)}
+            "record_threads": rec.get("threads", 1), "orders": orders}
 
     results["load_end"] = os.getloadavg()
     if args.out_json:
@@ -401,7 +440,11 @@ def write(args, bridge, results):
               "bench/farm/store.c)", f"{p['local_s']:.3f}"]]
             + [[f"best schedule (LPT) of the times x{args.scale:g} on {w} workers",
                 f"{lpt([x * args.scale for x in t], w):.2f}"]
-               for w in sorted({r['workers'] for r in p['rows']})])
+               for w in sorted({r['workers'] for r in p['rows']})]
+            + [[f"the same, longest first by {what} ({w} workers)", f"{o[k]:.2f}"]
+               for w, o in sorted(p["orders"].items())
+               for k, what in ((1, "each job's module size (dtlto-bridge without a history)"),
+                               (2, "the bytes each job reads"))])
         rows = []
         for r in p["rows"]:
             net = f"{r['rtt']:g} ms, {r['mbit']:g} Mbit/s"

@@ -323,7 +323,7 @@ pub struct RunArgs {
     pub wrapper: WrapperArg,
 
     /// Order in which jobs start: costliest first (by the durations remembered from earlier links
-    /// of the same output, else by the bytes each reads), or as in the file.
+    /// of the same output, else by the size of the module each compiles), or as in the file.
     #[arg(
         long,
         value_enum,
@@ -339,7 +339,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "DIR", env = "DTLTO_BRIDGE_HISTORY", value_parser = user_path)]
     pub history: Option<Utf8PathBuf>,
 
-    /// Neither use nor update the history (order by input bytes alone; cache misses unexplained;
+    /// Neither use nor update the history (order by module size alone; cache misses unexplained;
     /// remote links read every input again and build every action).
     #[arg(long, env = "DTLTO_BRIDGE_NO_HISTORY", value_parser = clap::builder::BoolishValueParser::new())]
     pub no_history: bool,
@@ -429,7 +429,7 @@ fn pool_slots(text: &str) -> Result<usize, String> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Order {
     /// The costliest jobs start first: by the durations remembered from earlier links of the
-    /// same output, else by the bytes each reads.
+    /// same output, else by the size of the module each compiles.
     Longest,
     /// Jobs start in the order of the job file.
     File,

@@ -125,7 +125,13 @@ pub(super) fn prepare<'a>(
         return Ok(None);
     }
     rundir::remove_dead(&std::env::temp_dir());
-    let (history, cost) = costs(args, history_dir.as_deref(), &file, &cwd, &inputs.bytes);
+    let (history, cost) = costs(
+        args,
+        history_dir.as_deref(),
+        &file,
+        &cwd,
+        &inputs.module_bytes,
+    );
     let parallelism = std::thread::available_parallelism()
         .map(usize::from)
         .unwrap_or(1);
@@ -214,7 +220,7 @@ pub(super) fn history_dir(args: &RunArgs) -> Option<Utf8PathBuf> {
 }
 
 /// The remembered history (in `history_dir`, unless turned off) and each job's expected cost,
-/// by `--order`.
+/// by `--order`; `bytes` is each job's own module's size.
 fn costs(
     args: &RunArgs,
     history_dir: Option<&camino::Utf8Path>,

@@ -88,8 +88,13 @@ pub fn check(file: &JobFile<'_>, cwd: &str) -> Result<(), String> {
 pub struct Inputs {
     /// Every input that does not exist, as (job index, path), in job order.
     pub missing: Vec<(usize, String)>,
-    /// Bytes each job reads (module, shard, imports, shared inputs): the estimate of its cost.
+    /// Bytes each job reads (module, shard, imports, shared inputs).
     pub bytes: Vec<u64>,
+    /// Bytes of each job's own module (its first input): the estimate of its cost. A backend
+    /// compile's time follows the module it compiles, not its imports: on OpenSSL's 1,049 jobs
+    /// on 64 workers, longest first by this estimate comes within 1% of longest first by the
+    /// jobs' real times, and by all the bytes they read, 12% (bench/README.md).
+    pub module_bytes: Vec<u64>,
     /// What that look found of each input that exists, by its path as written, when asked to
     /// keep it (a remote link's remembered digests are found by it without a second look).
     pub seen: Seen,
@@ -117,6 +122,12 @@ pub fn stat_inputs(file: &JobFile<'_>, dir: &Path, keep: bool) -> Inputs {
         .collect();
     let mut missing = Vec::new();
     let mut bytes = Vec::with_capacity(file.jobs.len());
+    let module_bytes = (file.jobs.iter())
+        .map(|job| {
+            let module = job.inputs.first().map(|m| &found[number[m.as_ref()]]);
+            module.and_then(Option::as_ref).map_or(0, |m| m.len())
+        })
+        .collect();
     for (i, job) in file.jobs.iter().enumerate() {
         let mut total = 0;
         for input in &job.inputs {
@@ -137,6 +148,7 @@ pub fn stat_inputs(file: &JobFile<'_>, dir: &Path, keep: bool) -> Inputs {
     Inputs {
         missing,
         bytes,
+        module_bytes,
         seen,
     }
 }
@@ -266,6 +278,19 @@ mod tests {
             let e = check(&f, "/w").unwrap_err();
             assert!(e.starts_with(&format!("jobs[0].{field}[")), "{e}");
         }
+    }
+
+    #[test]
+    fn a_job_s_cost_is_its_own_module_s_size_not_its_imports() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("small.o"), "x").unwrap();
+        std::fs::write(dir.path().join("big.o"), "0123456789").unwrap();
+        let f = file(
+            r#"{"args":[],"inputs":["small.o","big.o"],"outputs":["a"]},{"args":[],"inputs":["big.o"],"outputs":["b"]},{"args":[],"inputs":["gone.o"],"outputs":["c"]}"#,
+        );
+        let inputs = stat_inputs(&f, dir.path(), false);
+        assert_eq!(inputs.bytes, [11, 10, 0]);
+        assert_eq!(inputs.module_bytes, [1, 10, 0]);
     }
 
     #[test]

@@ -201,8 +201,9 @@ impl History {
         }
     }
 
-    /// Each job's expected cost, in seconds where remembered; others are scaled from their input
-    /// bytes at the rate the remembered jobs ran (or left in bytes when none is remembered).
+    /// Each job's expected cost, in seconds where remembered; others are scaled from `bytes`
+    /// (each job's own module's size) at the rate the remembered jobs ran (or left in bytes when
+    /// none is remembered).
     pub fn estimate(&self, file: &JobFile<'_>, bytes: &[u64]) -> Vec<f64> {
         let known: Vec<Option<f64>> = (0..file.jobs.len())
             .map(|i| module(file, i).and_then(|m| self.saved.seconds.get(&m).copied()))
