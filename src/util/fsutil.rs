@@ -1,9 +1,10 @@
 //! Fsutil: small file-system helpers every layer uses — files written whole or not at all (on
-//! `tempfile`, or linked once whole where Linux makes files without a name), stable file names hashed from a key, locks that survive a panicking holder, and
-//! the first of several paths that is a file.
+//! `tempfile`, or linked once whole where Linux makes files without a name), stable file names
+//! hashed from a key, locks that survive a panicking holder, and the first of several paths
+//! that is a file.
 //!
-//! It knows files, renames, links, SHA-256 and mutexes; it does not know what the files hold or who
-//! reads them, and it imports nothing of the crate.
+//! It knows files, renames, links, SHA-256 and mutexes; it does not know what the files hold or
+//! who reads them, and it imports nothing of the crate.
 
 use camino::Utf8Path;
 use sha2::{Digest, Sha256};
@@ -29,18 +30,30 @@ impl Partial {
 
     /// A new file that becomes `path`, created with `mode` (less the umask).
     pub fn create_mode(path: &Path, mode: u32) -> std::io::Result<Partial> {
-        let dir = match path.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d,
-            _ => Path::new("."),
-        };
-        let name = path.file_name().unwrap_or_default().to_string_lossy();
-        let prefix = format!(".{name}.");
+        let (dir, prefix) = beside(path);
         let file = tempfile::Builder::new()
             .prefix(&prefix)
             .suffix(".partial")
             .permissions(fs::Permissions::from_mode(mode))
             .tempfile_in(dir)
             // As the OS said it (tempfile adds the random name, which the user never chose).
+            .map_err(as_the_os_said)?;
+        Ok(Partial {
+            path: path.to_owned(),
+            file,
+        })
+    }
+
+    /// `file`, a file without a name written whole, as the temporary file that becomes `path`.
+    fn linked(path: &Path, file: &File) -> std::io::Result<Partial> {
+        let (dir, prefix) = beside(path);
+        let file = tempfile::Builder::new()
+            .prefix(&prefix)
+            .suffix(".partial")
+            .make_in(dir, |temp| {
+                unnamed::link(file, temp)?;
+                file.try_clone()
+            })
             .map_err(as_the_os_said)?;
         Ok(Partial {
             path: path.to_owned(),
@@ -63,6 +76,16 @@ impl Partial {
     }
 
     pub fn discard(self) {}
+}
+
+/// The directory of `path` (`.` for a bare name), and the prefix of its temporary files there.
+fn beside(path: &Path) -> (&Path, String) {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    (dir, format!(".{name}."))
 }
 
 /// `e` without the path tempfile adds to it (` at path "DIR/.NAME.RANDOM.partial"`, a name the
@@ -94,8 +117,10 @@ pub fn write_atomically(
 ///
 /// Where it can (Linux), the file is written without a name and then linked as `path`: many
 /// files written at once into one directory do not wait for each other on the directory, as a
-/// temporary name and a rename do (two changes of it, the file's creation inside one). Where it
-/// cannot (another system or file system, `path` already there, no /proc), it is a `Partial`.
+/// temporary name and a rename do (two changes of it, the file's creation inside one). When
+/// `path` is already there, the file is linked under a temporary name and renamed over it.
+/// Where no file without a name can be made or linked (another system or file system, no
+/// /proc), it is written under a temporary name (`Partial`).
 pub fn write_whole(
     path: &Path,
     bytes: &[u8],
@@ -103,19 +128,37 @@ pub fn write_whole(
     before: impl FnOnce() -> std::io::Result<()>,
 ) -> std::io::Result<()> {
     let Some(file) = unnamed::create(path, mode) else {
-        let partial = Partial::create_mode(path, mode)?;
-        std::io::Write::write_all(&mut partial.file(), bytes)?;
-        before()?;
-        return partial.commit();
+        return write_named(path, bytes, mode, before);
     };
     std::io::Write::write_all(&mut &file, bytes)?;
     before()?;
-    if unnamed::link(&file, path).is_ok() {
-        return Ok(());
+    let linked = match unnamed::link(&file, path) {
+        Ok(()) => return Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Partial::linked(path, &file),
+        Err(e) => Err(e),
+    };
+    match linked {
+        Ok(partial) => partial.commit(),
+        // Not linked at all (no /proc, or a file system that refuses): written again under a
+        // temporary name, which says why it cannot be when it cannot; and no file without a
+        // name is made again.
+        Err(_) => {
+            unnamed::refused();
+            write_named(path, bytes, mode, || Ok(()))
+        }
     }
-    // Written again under a temporary name, which replaces `path` or says why it cannot.
+}
+
+/// `write_whole` under a temporary name, renamed into place.
+fn write_named(
+    path: &Path,
+    bytes: &[u8],
+    mode: u32,
+    before: impl FnOnce() -> std::io::Result<()>,
+) -> std::io::Result<()> {
     let partial = Partial::create_mode(path, mode)?;
     std::io::Write::write_all(&mut partial.file(), bytes)?;
+    before()?;
     partial.commit()
 }
 
@@ -124,9 +167,16 @@ pub fn write_whole(
 mod unnamed {
     use rustix::fs::{linkat, openat, AtFlags, Mode, OFlags, CWD};
     use std::path::Path;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    /// Set once a file without a name could not be linked: none is made again.
+    static REFUSED: AtomicBool = AtomicBool::new(false);
 
     /// A file without a name in `path`'s directory, or None where none can be made there.
     pub fn create(path: &Path, mode: u32) -> Option<std::fs::File> {
+        if REFUSED.load(Ordering::Relaxed) {
+            return None;
+        }
         let dir = match path.parent() {
             Some(d) if !d.as_os_str().is_empty() => d,
             _ => Path::new("."),
@@ -143,6 +193,11 @@ mod unnamed {
         linkat(CWD, this.as_str(), CWD, path, AtFlags::SYMLINK_FOLLOW)?;
         Ok(())
     }
+
+    /// Files without a name are not made again in this process.
+    pub fn refused() {
+        REFUSED.store(true, Ordering::Relaxed);
+    }
 }
 
 #[cfg(not(target_os = "linux"))]
@@ -156,6 +211,8 @@ mod unnamed {
     pub fn link(_: &std::fs::File, _: &Path) -> std::io::Result<()> {
         Err(std::io::ErrorKind::Unsupported.into())
     }
+
+    pub fn refused() {}
 }
 
 /// The first `dir/name` (over `dirs`, then `names`) that is a file under `base`, as
@@ -291,11 +348,26 @@ mod tests {
     }
 
     #[test]
+    fn a_write_under_a_temporary_name_leaves_nothing_when_refused_at_the_end() {
+        // The way taken where no file without a name can be made.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("o");
+        let refused = write_named(&path, b"x", 0o600, || {
+            Err(std::io::Error::other("cancelled"))
+        });
+        assert_eq!(refused.unwrap_err().to_string(), "cancelled");
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 0);
+        write_named(&path, b"x", 0o600, || Ok(())).unwrap();
+        assert_eq!(fs::read(&path).unwrap(), b"x");
+    }
+
+    #[test]
     fn a_whole_write_replaces_a_file_already_there_and_leaves_no_other() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("o");
         fs::write(&path, b"old").unwrap();
-        // Where a file without a name can be made, linking it as `o` fails: written again.
+        // Where a file without a name can be made, it cannot be linked as `o`: it is linked
+        // under a temporary name and renamed over `o`.
         write_whole(&path, b"new", 0o640, || Ok(())).unwrap();
         let mode = fs::metadata(&path).unwrap().permissions().mode() & 0o777;
         assert_eq!((fs::read(&path).unwrap(), mode), (b"new".to_vec(), 0o640));

@@ -170,8 +170,8 @@ fn extension(path: &str) -> &str {
     }
 }
 
-/// A job keyed by content with every check made and every name chosen, but for its index
-/// shard's summaries, which `finish` rewrites (the costly part).
+/// A job keyed by content with every check made, every name chosen and its index shard's
+/// summaries read and put in order; `finish` writes the shard and builds the action.
 struct ContentPlan<'a> {
     arguments: Vec<String>,
     modules: Modules<'a>,

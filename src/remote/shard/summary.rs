@@ -55,8 +55,9 @@ pub struct Canonical {
     block: Block,
 }
 
-/// The block's body (what follows its length word) in canonical form, its modules renumbered
-/// by `modules` (old id → new id); an error names the first thing it does not know.
+/// The block whose body (what follows its length word) is `body`, read and put in canonical
+/// form, its modules renumbered by `modules` (old id → new id); an error names the first thing
+/// it does not know.
 pub fn canonical(
     body: &[u8],
     width: u32,
