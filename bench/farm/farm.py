@@ -401,9 +401,15 @@ def med(xs):
 
 def write(args, bridge, results):
     today = datetime.date.today().isoformat()
-    commit = subprocess.run(["git", "-C", os.path.dirname(bridge), "rev-parse", "--short", "HEAD"],
-                            capture_output=True, text=True).stdout.strip() or "?"
-    cmdline = (f"bench/farm.sh --bridge {args.bridge} --scale {args.scale:g} "
+    # The build's commit: of the checkout it is in, else of this one (a copy of a build from
+    # it); its path only inside this checkout (results name no path of the machine).
+    git = lambda d: subprocess.run(["git", "-C", d, "rev-parse", "--short", "HEAD"],
+                                   capture_output=True, text=True).stdout.strip()
+    commit = git(os.path.dirname(bridge)) or git(ROOT) or "?"
+    inside = os.path.relpath(bridge, ROOT)
+    shown = "a copy outside the checkout" if inside.startswith("..") else inside
+    cmdline = (f"bench/farm.sh --bridge {shown if shown == inside else 'BRIDGE'} "
+               f"--scale {args.scale:g} "
                f"--workers {args.workers} --net {args.net} --runs {args.runs} "
                f"--relinks {args.relinks}" + (" --openssl" if args.openssl else "")
                + ("" if args.lua else " --no-lua"))
@@ -415,7 +421,7 @@ def write(args, bridge, results):
         f"time x{args.scale:g} and returns the recorded object); dtlto-bridge reaches the server "
         "through bench/farm/relay.py (a user-space link of the given round-trip time and "
         "bandwidth). What every number is: bench/README.md, \"The farm at the farm's speed\".",
-        f"dtlto-bridge: `{bench.version([bridge, '--version'])}`, commit {commit} ({bridge}).",
+        f"dtlto-bridge: `{bench.version([bridge, '--version'])}`, commit {commit} ({shown}).",
         f"Tools: {bench.version(['clang-22', '--version'])}.",
         f"Command: `{cmdline}`.",
         "Load average (1, 5, 15 min) at the start: "
