@@ -14,6 +14,7 @@ import json
 import os
 import platform
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -115,6 +116,21 @@ def start_buildgrid(template, dir):
                 raise RuntimeError("BuildGrid did not start: " + f.read()[-2000:])
         time.sleep(0.05)
     return proc, socket
+
+
+def stop(procs, dir):
+    """Stops `procs` by PID, the last started first (SIGTERM, then SIGKILL after 10 s), and
+    removes `dir`."""
+    for p in reversed(procs):
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+    for p in procs:
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+    shutil.rmtree(dir, ignore_errors=True)
 
 
 def clean_env(jobs):

@@ -12,7 +12,6 @@ import datetime
 import json
 import os
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -52,15 +51,7 @@ class Farm:
             return sum(1 for line in f if '"exit_code"' in line)
 
     def stop(self):
-        for p in reversed(self.procs):
-            p.send_signal(signal.SIGTERM)
-        for p in self.procs:
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
-        shutil.rmtree(self.dir, ignore_errors=True)
+        bench.stop(self.procs, self.dir)
 
 
 def link(cmd, objects, cwd, env):

@@ -25,7 +25,6 @@ import os
 import re
 import resource
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -122,17 +121,7 @@ class Farm:
         return [a for a in self.actions() if "ready" not in a]
 
     def stop(self):
-        everything = [p for ps in self.procs.values() for p in ps]
-        for p in reversed(everything):
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-        for p in everything:
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
-        shutil.rmtree(self.dir, ignore_errors=True)
+        bench.stop([p for ps in self.procs.values() for p in ps], self.dir)
 
 
 class Program:
@@ -247,12 +236,11 @@ def module_bytes(dir, module):
     return members(dir, member.group(1))[member.group(2)]
 
 
-def schedules(rec, dir, scale, slots):
+def schedules(rec, sizes, scale, slots):
     """The span of the recorded times x scale on `slots` workers started longest first by the
-    times themselves (LPT), by each job's own module's size (dtlto-bridge's estimate without a
-    history), and by all the bytes each job reads."""
+    times themselves (LPT), by each job's own module's size (`sizes`, by module: dtlto-bridge's
+    estimate without a history), and by all the bytes each job reads."""
     jobs = list(rec["jobs"].values())
-    sizes = {m: module_bytes(dir, m) for m in {j["module"] for j in jobs}}
 
     def by(key):
         order = sorted(jobs, key=key, reverse=True)
@@ -321,7 +309,8 @@ def main():
         with open(os.path.join(store, "record.json")) as f:
             rec = json.load(f)
         times = [j["seconds"] for j in rec["jobs"].values()]
-        orders = {w: schedules(rec, program.dir, args.scale, w) for w in workers}
+        sizes = {j["module"]: module_bytes(program.dir, j["module"]) for j in rec["jobs"].values()}
+        orders = {w: schedules(rec, sizes, args.scale, w) for w in workers}
         # 2. The local phases (median of max(5, runs) links, every program checked).
         local = []
         for _ in range(max(5, args.runs)):
