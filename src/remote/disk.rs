@@ -424,9 +424,9 @@ mod tests {
         fs::set_permissions(&victim, fs::Permissions::from_mode(0o644)).unwrap();
         let hash = crate::util::fsutil::sha256_hex(&object(1));
         // The kept file is a link to the user's file: not taken, not chmod-ed.
-        let shelf = dir.path().join("cache/cas").join(&hash[..2]);
-        fs::create_dir_all(&shelf).unwrap();
-        std::os::unix::fs::symlink(&victim, shelf.join(&hash)).unwrap();
+        let kept = disk.path(&hash);
+        fs::create_dir_all(kept.parent().unwrap()).unwrap();
+        std::os::unix::fs::symlink(&victim, &kept).unwrap();
         let e = disk.place(&hash, 64, &dir.path().join("b.o")).unwrap_err();
         assert_eq!(e.kind(), ErrorKind::InvalidData, "{e}");
         assert_eq!(
@@ -436,9 +436,7 @@ mod tests {
         );
         // Keeping replaces the link with a file, and the user's file stays as it was.
         disk.keep(&victim, &hash).unwrap();
-        assert!(!fs::symlink_metadata(shelf.join(&hash))
-            .unwrap()
-            .is_symlink());
+        assert!(!fs::symlink_metadata(&kept).unwrap().is_symlink());
         assert_eq!(fs::read(&victim).unwrap(), object(1));
         // A shelf that is a link to another directory is not entered; trim removes the link
         // and leaves what it names.
@@ -446,13 +444,13 @@ mod tests {
         fs::create_dir(&elsewhere).unwrap();
         fs::write(elsewhere.join("precious"), b"keep me").unwrap();
         let other = crate::util::fsutil::sha256_hex(b"other");
-        std::os::unix::fs::symlink(&elsewhere, dir.path().join("cache/cas").join(&other[..2]))
-            .unwrap();
+        let other_shelf = disk.path(&other).parent().unwrap().to_path_buf();
+        std::os::unix::fs::symlink(&elsewhere, &other_shelf).unwrap();
         let e = disk.place(&other, 7, &dir.path().join("c.o")).unwrap_err();
         assert_eq!(e.kind(), ErrorKind::InvalidData, "{e}");
         disk.trim();
         assert!(elsewhere.join("precious").exists());
-        assert!(fs::symlink_metadata(dir.path().join("cache/cas").join(&other[..2])).is_err());
+        assert!(fs::symlink_metadata(&other_shelf).is_err());
     }
 
     #[test]

@@ -153,23 +153,25 @@ struct HelloMain {
     shard: Vec<u8>,
 }
 
+/// examples/hello's main job's shard as lld-22 wrote it, and the modules it names.
+const HELLO_SHARD: &[u8] = include_bytes!("../../../tests/data/main.thinlto.bc");
+const HELLO_MODULES: [&str; 5] = [
+    "main.o",
+    "add.o",
+    "greeting.o",
+    "libmul.a(mul.o at 92).4.2481.o",
+    "libmul.a(sq.o at 2812).5.2481.o",
+];
+
 impl HelloMain {
     fn new(pid: &str, prefix: &str) -> HelloMain {
-        const SHARD: &[u8] = include_bytes!("../../../tests/data/main.thinlto.bc");
         let named = |p: &str| format!("{prefix}{}", p.replace("2481", pid));
-        let shard = crate::remote::shard::rename(SHARD, &|p| Some(named(p)))
+        let shard = crate::remote::shard::rename(HELLO_SHARD, &|p| Some(named(p)))
             .unwrap()
             .bytes;
         let out = format!("main.1.{pid}.native.o");
         let shard_name = format!("{out}.thinlto.bc");
-        let modules = [
-            "main.o",
-            "add.o",
-            "greeting.o",
-            "libmul.a(mul.o at 92).4.2481.o",
-            "libmul.a(sq.o at 2812).5.2481.o",
-        ]
-        .map(named);
+        let modules = HELLO_MODULES.map(named);
         let argv = ["/usr/bin/clang", "-c", "-O2", &modules[0]]
             .map(String::from)
             .into_iter()
@@ -351,15 +353,7 @@ fn a_job_the_content_key_cannot_be_sure_of_keeps_its_names_and_says_why() {
     let b = hello_main("/b", "2481", "", &same);
     assert!(b.by_name.unwrap().contains("hold the same bytes"),);
     // An argument that names one of its files, with a shard that matches its inputs.
-    const SHARD: &[u8] = include_bytes!("../../../tests/data/main.thinlto.bc");
-    let modules = [
-        "main.o",
-        "add.o",
-        "greeting.o",
-        "libmul.a(mul.o at 92).4.2481.o",
-        "libmul.a(sq.o at 2812).5.2481.o",
-    ];
-    let mut inputs = modules.to_vec();
+    let mut inputs = HELLO_MODULES.to_vec();
     inputs.push("o.o.thinlto.bc");
     let argv = [
         "cc",
@@ -370,15 +364,15 @@ fn a_job_the_content_key_cannot_be_sure_of_keeps_its_names_and_says_why() {
         "o.o",
         "-fprofile-use=add.o",
     ];
-    let c = at_b(&argv, &inputs, &["o.o"], Some(SHARD));
+    let c = at_b(&argv, &inputs, &["o.o"], Some(HELLO_SHARD));
     assert!(c.by_name.unwrap().contains("names one of its files"));
     // The same job without that argument is keyed by content.
-    let c = at_b(&argv[..6], &inputs, &["o.o"], Some(SHARD));
+    let c = at_b(&argv[..6], &inputs, &["o.o"], Some(HELLO_SHARD));
     assert_eq!(c.by_name, None);
     // A `..` after a directory name: the kernel resolves it through a symlink, if any.
     let mut odd = inputs.clone();
     odd[1] = "sym/../add.o";
-    let c = at_b(&argv[..6], &odd, &["o.o"], Some(SHARD));
+    let c = at_b(&argv[..6], &odd, &["o.o"], Some(HELLO_SHARD));
     assert!(c
         .by_name
         .unwrap()
