@@ -243,9 +243,14 @@ pub struct Words(sha2::Sha256);
 
 impl Words {
     pub fn word(&mut self, w: &str) {
+        self.bytes(w.as_bytes());
+    }
+
+    /// A word of any bytes, taken with its length as `word` takes text.
+    pub fn bytes(&mut self, b: &[u8]) {
         use sha2::Digest;
-        self.0.update((w.len() as u64).to_le_bytes());
-        self.0.update(w.as_bytes());
+        self.0.update((b.len() as u64).to_le_bytes());
+        self.0.update(b);
     }
 
     pub fn list<'a>(&mut self, words: impl Iterator<Item = &'a str>) {

@@ -12,6 +12,7 @@
 mod summary;
 
 use crate::job::bitcode::bitstream::{Block, Entry, Reader, Record, Writer, ENTER_SUBBLOCK};
+use crate::util::fsutil::Words;
 use std::collections::HashMap;
 
 use crate::job::bitcode::bitstream::{BLOCKINFO_BLOCK, MAGIC};
@@ -151,40 +152,36 @@ impl Plan<'_> {
     /// kept). Two shards with the same identity are rewritten to the same bytes, whatever
     /// paths, module numbers, value numbers and summary order lld gave them.
     pub fn identity(&self) -> String {
-        use sha2::{Digest, Sha256};
         let (shard, t) = (self.shard, &self.table);
-        let mut h = Sha256::new();
-        h.update(b"dtlto-bridge shard rewrite 2\0");
-        let part = |h: &mut Sha256, part: &[u8]| {
-            h.update((part.len() as u64).to_le_bytes());
-            h.update(part);
-        };
-        part(&mut h, &shard[..t.module_len_at]);
-        part(&mut h, &shard[t.module_len_at + 4..t.strtab.len_at]);
+        let mut h = Words::default();
+        h.word("dtlto-bridge shard rewrite 2");
+        h.bytes(&shard[..t.module_len_at]);
+        h.bytes(&shard[t.module_len_at + 4..t.strtab.len_at]);
         match &self.summary {
             Ok((s, canonical)) => {
-                h.update(b"canonical\0");
-                part(&mut h, &shard[t.strtab.end..s.len_at]);
+                h.word("canonical");
+                h.bytes(&shard[t.strtab.end..s.len_at]);
                 canonical.identity(&mut h);
-                part(&mut h, &shard[s.end..]);
+                h.bytes(&shard[s.end..]);
             }
             Err(_) => {
-                h.update(b"kept\0");
-                part(&mut h, &shard[t.strtab.end..]);
+                h.word("kept");
+                h.bytes(&shard[t.strtab.end..]);
             }
         }
-        h.update((t.strtab.width as u64).to_le_bytes());
+        h.bytes(&t.strtab.width.to_le_bytes());
         for m in &self.modules {
-            h.update(m.id.to_le_bytes());
-            h.update((m.path.len() as u64).to_le_bytes());
-            h.update(m.path.as_bytes());
+            h.bytes(&m.id.to_le_bytes());
+            h.word(&m.path);
             let hash = m.hash.as_deref().unwrap_or_default();
-            h.update((hash.len() as u64).to_le_bytes());
-            for word in hash {
-                h.update(word.to_le_bytes());
-            }
+            h.bytes(
+                &hash
+                    .iter()
+                    .flat_map(|w| w.to_le_bytes())
+                    .collect::<Vec<u8>>(),
+            );
         }
-        crate::util::fsutil::hex(h.finalize())
+        h.finish()
     }
 
     /// The rewritten shard: the modules renamed and numbered in the order of their new names,

@@ -13,6 +13,7 @@
 //! and a backend does not depend on the order of the summaries.
 
 use crate::job::bitcode::bitstream::{Reader, Record, Writer};
+use crate::util::fsutil::Words;
 use std::collections::HashMap;
 
 const FS_COMBINED: u64 = 4;
@@ -125,8 +126,7 @@ impl Canonical {
     /// Feeds `h` what the written block is made of (its width, and each record's code,
     /// operand count and operands, each number as LEB128), without writing it: the same bytes
     /// fed, the same block written.
-    pub fn identity(&self, h: &mut sha2::Sha256) {
-        use sha2::Digest;
+    pub fn identity(&self, h: &mut Words) {
         let mut bytes: Vec<u8> = Vec::with_capacity(4096);
         let mut number = |mut n: u64| loop {
             let low = (n & 0x7f) as u8;
@@ -143,8 +143,7 @@ impl Canonical {
             number(record.ops.len() as u64);
             record.ops.iter().for_each(|&op| number(op));
         }
-        h.update((bytes.len() as u64).to_le_bytes());
-        h.update(&bytes);
+        h.bytes(&bytes);
     }
 
     /// The block's body, written (what follows its length word).
@@ -332,11 +331,10 @@ mod tests {
         canonical(body, 4, modules).map(|c| c.write(0))
     }
 
-    fn identity(body: &[u8], modules: &HashMap<u64, u64>) -> [u8; 32] {
-        use sha2::Digest;
-        let mut h = sha2::Sha256::new();
+    fn identity(body: &[u8], modules: &HashMap<u64, u64>) -> String {
+        let mut h = Words::default();
         canonical(body, 4, modules).unwrap().identity(&mut h);
-        h.finalize().into()
+        h.finish()
     }
 
     fn read(body: &[u8]) -> Vec<(u64, Vec<u64>)> {
