@@ -3,9 +3,9 @@
 //! objects of a known format) and the name of its index shard, what known wrappers do, how a job's
 //! run ended (its outcome), and the relocation model a job follows when its command names none.
 //!
-//! It imports nothing else of the crate, and holds `bitcode` (the LLVM bitstream container and what a module
-//! says of itself, which `remote`'s shards use too): it does not render, schedule or run
-//! anything.
+//! It imports nothing else of the crate, and holds `bitcode` (the LLVM bitstream container and
+//! what a module says of itself, which `remote`'s shards use too): it does not render, schedule
+//! or run anything.
 
 pub(crate) mod bitcode;
 pub(crate) mod object;

@@ -438,9 +438,10 @@ impl Prepared<'_> {
     pub fn build(
         self,
         common: &Common,
-        [argv, inputs, outputs]: JobWords<'_, '_>,
+        words: JobWords<'_, '_>,
         digest_of_file: &dyn Fn(&Path) -> re::Digest,
     ) -> Result<JobAction, String> {
+        let [_, inputs, outputs] = words;
         let cwd = self.cwd;
         let (layout, by_name, summaries_kept) = match self.content.and_then(ContentPlan::finish) {
             Ok((layout, kept)) => (layout, None, kept),
@@ -449,13 +450,13 @@ impl Prepared<'_> {
                     return Err(reason);
                 }
                 (
-                    by_names(common, &cwd, argv, inputs, outputs, digest_of_file),
+                    by_names(common, &cwd, words, digest_of_file),
                     Some(why),
                     None,
                 )
             }
         };
-        let ingredients = ingredients(common, &cwd, argv, inputs, outputs, digest_of_file, &layout);
+        let ingredients = ingredients(common, &cwd, words, digest_of_file, &layout);
         let mut job = finish(common, layout, by_name);
         job.ingredients = std::sync::Arc::new(ingredients);
         job.summaries_kept = summaries_kept;
@@ -467,9 +468,7 @@ impl Prepared<'_> {
 fn ingredients(
     common: &Common,
     cwd: &Path,
-    argv: &[&str],
-    inputs: &[&str],
-    outputs: &[&str],
+    [argv, inputs, outputs]: JobWords<'_, '_>,
     digest_of_file: &dyn Fn(&Path) -> re::Digest,
     layout: &Layout,
 ) -> Ingredients {
@@ -525,9 +524,7 @@ pub fn labels(inputs: &[&str], outputs: &[&str]) -> Vec<String> {
 fn by_names(
     common: &Common,
     cwd: &Path,
-    argv: &[&str],
-    inputs: &[&str],
-    outputs: &[&str],
+    [argv, inputs, outputs]: JobWords<'_, '_>,
     digest_of_file: &dyn Fn(&Path) -> re::Digest,
 ) -> Layout {
     let names = canonical(argv, inputs, outputs);
