@@ -122,21 +122,18 @@ pub fn stat_inputs(file: &JobFile<'_>, dir: &Path, keep: bool) -> Inputs {
         .collect();
     let mut missing = Vec::new();
     let mut bytes = Vec::with_capacity(file.jobs.len());
-    let module_bytes = (file.jobs.iter())
-        .map(|job| {
-            let module = job.inputs.first().map(|m| &found[number[m.as_ref()]]);
-            module.and_then(Option::as_ref).map_or(0, |m| m.len())
-        })
-        .collect();
+    let mut module_bytes = Vec::with_capacity(file.jobs.len());
     for (i, job) in file.jobs.iter().enumerate() {
-        let mut total = 0;
-        for input in &job.inputs {
+        let (mut total, mut module) = (0, 0);
+        for (k, input) in job.inputs.iter().enumerate() {
             match &found[number[input.as_ref()]] {
+                Some(m) if k == 0 => (total, module) = (total + m.len(), m.len()),
                 Some(m) => total += m.len(),
                 None => missing.push((i, input.to_string())),
             }
         }
         bytes.push(total);
+        module_bytes.push(module);
     }
     let seen = if keep {
         (distinct.iter().zip(found))
