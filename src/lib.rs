@@ -2,12 +2,13 @@
 //! way only (each may use those listed before it; `exec` and `remote` stand side by side and
 //! meet only in `engine`):
 //!
-//! `util` → `job` → `render` → `report` → (`exec` | `remote`) → `cli` → `engine`
-//! → `link` → `cmd`
+//! `util` → `job` → `render` → `report` → (`exec` | `remote`) → `bundle` → `cli`
+//! → `engine` → `link` → `cmd`
 //!
 //! It exposes only what tests and the bench need — the job model (`job`) and the renderers
 //! (`render`) — and `main`, the program's entry point; everything else is private.
 
+mod bundle;
 mod cli;
 mod cmd;
 mod engine;
@@ -25,6 +26,9 @@ use report::Fail;
 
 /// The program: parses the command line, dispatches, prints the error; returns the exit code.
 pub fn main() -> i32 {
+    if let Some(code) = bundle_entries() {
+        return code;
+    }
     match cli::hidden_args() {
         Some(Ok(cli::Hidden::Job(dir, index))) => return exec::launcher::main(&dir, index),
         Some(Ok(cli::Hidden::Guard)) => return exec::guard::main(),
@@ -38,6 +42,7 @@ pub fn main() -> i32 {
         Some(Command::Completions { shell }) => code(cmd::manual::completions(shell)),
         Some(Command::Man(args)) => code(cmd::manual::man(args)),
         Some(Command::Check(args)) => code(cmd::check::check(args)),
+        Some(Command::Host(host)) => code(cmd::host::host(host)),
         Some(Command::Rexec(args)) => match cmd::rexec::rexec(args) {
             Ok(code) => code,
             Err(fail) => code(Err(fail)),
@@ -46,6 +51,27 @@ pub fn main() -> i32 {
             supervised(|jobserver, watch| link::link(args, jobserver, watch))
         }
         None => supervised(|jobserver, watch| engine::run(&cli.run, jobserver, watch)),
+    }
+}
+
+/// The entries that are no command line of their own: reached as `dtlto-clang` (the host's
+/// side of a bundle), or as `__send SPEC` (the link's side, from a job's launcher).
+fn bundle_entries() -> Option<i32> {
+    let args: Vec<String> = std::env::args_os()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let name = args
+        .first()
+        .and_then(|a| std::path::Path::new(a).file_name())
+        .and_then(|n| n.to_str());
+    if name == Some(bundle::entry::NAME) {
+        return Some(bundle::entry::main(&args[1..]));
+    }
+    match args.get(1..) {
+        Some([first, spec]) if first == "__send" => {
+            Some(bundle::send::main(std::path::Path::new(spec)))
+        }
+        _ => None,
     }
 }
 

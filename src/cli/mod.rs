@@ -270,6 +270,10 @@ pub enum Command {
     ///
     /// dtlto-bridge link [OPTIONS] -- clang-19 -O2 -flto=thin -fuse-ld=lld-19 main.o libx.a -o prog
     Link(Box<LinkArgs>),
+    /// Make this machine a distcc host for ThinLTO backend jobs (`host setup`), or check that
+    /// the wrapper's hosts run them (`host check`).
+    #[command(subcommand)]
+    Host(HostCommand),
     /// Print a shell completion script, e.g. `dtlto-bridge completions bash >
     /// ~/.local/share/bash-completion/completions/dtlto-bridge`.
     Completions {
@@ -279,6 +283,29 @@ pub enum Command {
     /// Print the manual page (roff), e.g. `dtlto-bridge man > dtlto-bridge.1; man
     /// ./dtlto-bridge.1`.
     Man(ManArgs),
+}
+
+/// The `host` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum HostCommand {
+    /// Link `dtlto-clang` (the host entry) to this binary and write a DISTCC_CMDLIST file that
+    /// allows it beside the compilers /usr/lib/distcc allows; idempotent, says what it did.
+    Setup {
+        /// Where the link and the list go [default: this binary's directory].
+        #[arg(long, value_name = "DIR", value_parser = user_path)]
+        dir: Option<Utf8PathBuf>,
+    },
+    /// Send a probe bundle through the wrapper and say which clang each host runs it with.
+    Check {
+        /// The hosts to check, one at a time (distcc: each is DISTCC_HOSTS for its probe)
+        /// [default: the wrapper picks].
+        hosts: Vec<String>,
+        /// The compiler the links' jobs name.
+        #[arg(long, value_name = "CLANG", default_value = "clang-22")]
+        compiler: String,
+        #[command(flatten)]
+        wrapper: WrapperArg,
+    },
 }
 
 /// How a link's jobs are started.
@@ -525,8 +552,8 @@ fn as_given(option: &str, value: &str) -> String {
 #[derive(Debug, Args, Clone)]
 pub struct WrapperArg {
     /// Prefix for every job's command, split like a shell would, such as a remote launcher
-    /// ("rewrapper --inputs={inputs} --output_files={outputs} --"); distcc, icecc and ccache run
-    /// ThinLTO backend jobs on this machine.
+    /// ("rewrapper --inputs={inputs} --output_files={outputs} --"); through distcc or icecc each
+    /// job goes to a host as one bundle (`dtlto-bridge host setup` on each host).
     #[arg(
         long,
         value_name = "COMMAND",

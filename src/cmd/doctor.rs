@@ -190,6 +190,10 @@ fn wrapper_line(words: &[String]) -> Line {
                 }
             }
             (Ok(_), Some(local)) => local,
+            (Ok(path), None) if crate::bundle::sends_bundles(words) => {
+                let name = path.file_name().unwrap_or_default().to_string_lossy();
+                crate::job::wrapper::bundles(&name)
+            }
             (Ok(path), None) if path.file_name().is_some_and(|n| n == "ccache") => {
                 let v = output(&path, &["--version"]).and_then(|t| version(&t));
                 crate::job::wrapper::ccache(v.as_deref().map(|v| (major_minor(v), v)))

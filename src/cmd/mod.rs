@@ -1,5 +1,5 @@
 //! Cmd: the subcommands other than the default run (`engine`) and `link` — `emit`, `doctor`,
-//! `check`, `rexec`, `completions` and `man` (manual) — each the glue from parsed options to
+//! `check`, `rexec`, `host`, `completions` and `man` (manual) — each the glue from parsed options to
 //! the layers below (`lib.rs` dispatches the command line to them).
 //!
 //! It knows which layer does what for each subcommand; the work itself is done below.
@@ -7,5 +7,6 @@
 pub(crate) mod check;
 pub(crate) mod doctor;
 pub(crate) mod emit;
+pub(crate) mod host;
 pub(crate) mod manual;
 pub(crate) mod rexec;

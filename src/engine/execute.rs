@@ -68,10 +68,14 @@ pub(super) fn execute(
     let build = tool.build.clone();
     let (state_dir, log_path) = (tool.state.path().to_owned(), tool.state.tool_log());
     p.tool = Some(tool);
-    tell_once(p);
+    let away = Away {
+        hosts: super::hosts::start(p, &state_dir, &order),
+        remoting,
+    };
+    tell_once(p, away.hosts.is_some());
     let n = order.len();
     let tool_jobs = n
-        .min(local_bound(&p.decision.source) + remoting.jobs + WAITING)
+        .min(local_bound(&p.decision.source) + away.slots() + WAITING)
         .max(1);
     let command = match &build {
         Some((format, program)) => Some(tool_command(
@@ -89,15 +93,7 @@ pub(super) fn execute(
         None => Some(start_guard(&p.decision.source, &state_dir)?),
     };
     let expected = if build.is_some() { tool_jobs } else { n };
-    let server = start_server(
-        p,
-        remoting,
-        state_dir,
-        guard.clone(),
-        order,
-        expected,
-        watch,
-    )?;
+    let server = start_server(p, away, state_dir, guard.clone(), order, expected, watch)?;
     cancel_on_signal(watch, &server, build.is_none());
     let progress = crate::exec::progress::Progress::start(
         n,
@@ -122,6 +118,19 @@ pub(super) fn execute(
     })
 }
 
+/// Where jobs run without a local slot: the remote server, the wrapper's hosts.
+struct Away {
+    remoting: Remoting,
+    hosts: Option<super::hosts::Hosts>,
+}
+
+impl Away {
+    /// How many jobs may be away at once.
+    fn slots(&self) -> usize {
+        self.remoting.jobs + self.hosts.as_ref().map_or(0, |h| h.slots)
+    }
+}
+
 /// The most jobs this machine may run at once from `source`, as far as the run knows: a
 /// jobserver's are not known, and WAITING stands for them.
 fn local_bound(source: &Source) -> usize {
@@ -134,7 +143,7 @@ fn local_bound(source: &Source) -> usize {
 
 /// What is said once before the jobs start: where slots come from, advice, a wrapper that runs
 /// everything here.
-fn tell_once(p: &Prepared<'_>) {
+fn tell_once(p: &Prepared<'_>, sending: bool) {
     for w in &p.decision.warnings {
         report::warning(w);
     }
@@ -144,7 +153,7 @@ fn tell_once(p: &Prepared<'_>) {
             crate::report::advice::once(dir.as_deref(), advice);
         }
     }
-    if let Some(w) = crate::job::wrapper::known_local(&p.wrapper) {
+    if let Some(w) = crate::job::wrapper::known_local(&p.wrapper).filter(|_| !sending) {
         report::warning(&w);
     }
 }
@@ -168,7 +177,7 @@ fn start_guard(source: &Source, state_dir: &camino::Utf8Path) -> Result<Arc<Guar
 /// them launched at once (by the build tool, or by the run itself when there is a guard).
 fn start_server(
     p: &mut Prepared<'_>,
-    remoting: Remoting,
+    Away { remoting, hosts }: Away,
     state_dir: camino::Utf8PathBuf,
     guard: Option<Arc<Guard>>,
     order: Vec<usize>,
@@ -194,12 +203,14 @@ fn start_server(
             remote: remoting.ok,
             remote_jobs: remoting.jobs,
             remote_fallback: !p.args.no_fallback,
+            hosts: hosts.as_ref().map_or(0, |h| h.slots),
             stop_after_failure: direct,
         },
         state_dir,
         cwd: p.cwd.clone(),
         parallelism: p.parallelism,
         remote: remoting.remote.map(|r| Box::new(r) as Box<dyn RemoteLane>),
+        send: hosts.map(|h| h.exe),
         direct: guard.map(|guard| DirectSetup {
             jobs: order,
             watch: watch.clone(),

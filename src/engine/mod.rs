@@ -16,6 +16,7 @@ mod backend;
 mod conclude;
 mod decide;
 mod execute;
+mod hosts;
 mod prepare;
 mod records;
 mod save;

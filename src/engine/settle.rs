@@ -110,6 +110,12 @@ fn outcomes(p: &Prepared<'_>, records: &[JobRecord]) -> Vec<Outcome> {
             .map(|b| String::from_utf8_lossy(&b).into_owned())
             .unwrap_or_default()
     };
+    // Where a bundle went, as `__send` recorded it beside its spec.
+    let sent = |index: usize| {
+        let spec = rundir::send_spec(dir?, index);
+        let (_, record) = crate::bundle::send::paths(spec.as_std_path());
+        serde_json::from_slice(&fs::read(record).ok()?).ok()
+    };
     records
         .iter()
         .enumerate()
@@ -128,6 +134,7 @@ fn outcomes(p: &Prepared<'_>, records: &[JobRecord]) -> Vec<Outcome> {
                 status: last.map(|a| a.status.clone()),
                 problem: last.and_then(|a| a.problem.clone()),
                 remote: r.attempts.first().and_then(|a| a.remote.clone()),
+                sent: sent(index),
             }
         })
         .collect()

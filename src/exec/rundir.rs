@@ -117,6 +117,12 @@ pub fn stderr_file(dir: &Utf8Path, index: usize, attempt: usize) -> Utf8PathBuf 
     dir.join(JOBS).join(format!("{index}.{attempt}.stderr"))
 }
 
+/// Where the engine writes what `__send` needs of job `index` (`bundle::send::Spec`); the
+/// bundle and the record of where it went are beside it.
+pub fn send_spec(dir: &Utf8Path, index: usize) -> Utf8PathBuf {
+    dir.join(JOBS).join(format!("{index}.send.json"))
+}
+
 /// Removes the private directories that runs of this user left in `tmp` when they died
 /// (`kill -9`, the OOM killer): those whose owner lock nobody holds. Best effort.
 pub fn remove_dead(tmp: &Path) {

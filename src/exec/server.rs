@@ -51,6 +51,9 @@ pub struct Setup {
     pub remote: Option<Box<dyn RemoteLane>>,
     /// With `--backend direct`, the run starts the jobs itself and no launcher connects.
     pub direct: Option<DirectSetup>,
+    /// Jobs through the wrapper go as bundles: this program, run as `__send SPEC` with the
+    /// spec the engine wrote for the job (`rundir::send_spec`).
+    pub send: Option<PathBuf>,
 }
 
 /// Where the scheduler sends the jobs it decides to run remotely: the engine fills it from
@@ -230,6 +233,14 @@ impl Shared {
         let job = &self.setup.file.jobs[index];
         if !wrapped {
             return job.command.to_vec();
+        }
+        if let Some(exe) = &self.setup.send {
+            let spec = rundir::send_spec(&self.setup.state_dir, index);
+            return vec![
+                exe.display().to_string(),
+                "__send".into(),
+                spec.into_string(),
+            ];
         }
         crate::job::wrapper::expand(&self.setup.wrapper, &job.inputs, &job.outputs)
             .into_iter()

@@ -141,6 +141,8 @@ pub enum Slot {
     Own,
     /// Taken from the jobserver or the pool: given back when no job needs it.
     Taken,
+    /// One of the hosts' (a bundle sent through distcc or icecc): no slot of this machine.
+    Host,
 }
 
 /// The running side of a `Source`: asks for slots (they arrive on a channel) and gives them back.

@@ -108,6 +108,8 @@ pub struct Outcome {
     pub problem: Option<String>,
     /// How its first run went on the remote server, if it went there.
     pub remote: Option<RemoteInfo>,
+    /// Where its bundle went, if it was sent to the wrapper's hosts.
+    pub sent: Option<Sent>,
 }
 
 impl Outcome {
@@ -203,4 +205,18 @@ pub struct RemoteTotals {
     pub uploaded_blobs: u64,
     pub uploaded_bytes: u64,
     pub downloaded_bytes: u64,
+}
+
+/// Where a bundle sent through distcc or icecc went (`bundle::send`), for the report.
+#[derive(Debug, Clone, Default, Serialize, serde::Deserialize, PartialEq)]
+#[serde(default)]
+pub struct Sent {
+    /// The host that compiled it, when one did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    /// What hosts (or this machine) said when they refused it: `HOST: reason`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub refused: Vec<String>,
+    /// The bundle's size.
+    pub bytes: u64,
 }

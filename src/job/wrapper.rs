@@ -1,31 +1,34 @@
 //! Wrapper: what known job wrappers (distcc, icecc, ccache, ...) do with a ThinLTO backend job,
 //! and the placeholders `{inputs}` and `{outputs}` that give a wrapper a job's explicit lists.
 //!
-//! It knows the measured behaviour of stock distcc 3.4 and icecream 1.4 and what ccache's
-//! release notes say; it does not run them.
+//! It knows what dtlto-bridge does through stock distcc 3.4 and icecream 1.4 (bundles) and what
+//! ccache's release notes say; it does not run them.
 
 use std::path::Path;
 
-/// What a wrapper will do with a backend job, when dtlto-bridge knows; None for others.
+/// What a wrapper that runs backend jobs on this machine does with them, when dtlto-bridge
+/// knows; None for others (distcc and icecc get bundles: `bundle`).
 pub fn known_local(wrapper: &[String]) -> Option<String> {
     let first = wrapper.first()?;
     let name = Path::new(first).file_name()?.to_str()?;
-    let why = "it ships one source file to another machine, but a ThinLTO backend job reads \
-               a bitcode module, its index shard and every imported module";
     match name {
-        "distcc" | "pump" => Some(format!(
-            "{name} runs ThinLTO backend jobs on this machine: {why}. distcc caps such local jobs \
-             at its local slots (DISTCC_HOSTS 'localhost/N', 4 by default) and, when a host is \
-             down, backs off from it for 60 s. Use a launcher that takes explicit input lists \
-             to run them elsewhere, or drop the wrapper"
-        )),
-        "icecc" | "icerun" => Some(format!(
-            "{name} runs ThinLTO backend jobs on this machine: {why}. iceccd's local job limit \
-             applies. Use a launcher that takes explicit input lists to run them elsewhere, or \
-             drop the wrapper"
-        )),
+        "icerun" => Some(
+            "icerun runs ThinLTO backend jobs on this machine, under iceccd's local job limit: \
+             use icecc to send them to icecream's hosts"
+                .to_string(),
+        ),
         _ => None,
     }
+}
+
+/// What distcc or icecc do with a backend job through dtlto-bridge: each goes to a host as a
+/// bundle that the host entry runs.
+pub fn bundles(name: &str) -> String {
+    format!(
+        "{name} sends each ThinLTO backend job to its hosts as one bundle, run there by \
+         dtlto-clang (`dtlto-bridge host setup` on each host; `dtlto-bridge host check \
+         --wrapper {name}` sends a probe); a job a host refuses runs here"
+    )
 }
 
 /// What ccache does with a backend job, given the version its `--version` printed (major,

@@ -28,6 +28,9 @@ pub struct JobRecord {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub remote: Option<crate::job::outcome::RemoteInfo>,
     pub fallback_reason: Option<String>,
+    /// Where its bundle went, if it was sent to the wrapper's hosts.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sent: Option<crate::job::outcome::Sent>,
     pub ok: bool,
     pub input_bytes: u64,
     pub imports: usize,
@@ -48,6 +51,16 @@ pub struct Totals {
     pub input_bytes: u64,
     /// The jobs' own time, added up.
     pub job_seconds: f64,
+    /// Jobs compiled on each of the wrapper's hosts, by the host's name.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub hosts: std::collections::BTreeMap<String, usize>,
+    /// The bundles' bytes, added up (each job's imports are in its own bundle).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub bundle_bytes: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// A whole run: the `--report` file.
@@ -101,7 +114,14 @@ pub fn build(run: &RunInfo<'_>) -> LinkRecord {
                 error: s.and_then(|s| s.spawn_error.clone()),
                 ran: o.ran.name(),
                 remote: o.remote.clone(),
-                fallback_reason: o.fallback.as_ref().map(|f| f.reason.clone()),
+                fallback_reason: o.fallback.as_ref().map(|f| {
+                    // A bundle's hosts say why they refused it better than the wrapper's status.
+                    match o.sent.as_ref().filter(|s| !s.refused.is_empty()) {
+                        Some(sent) => format!("refused: {}", sent.refused.join("; ")),
+                        None => f.reason.clone(),
+                    }
+                }),
+                sent: o.sent.clone(),
                 ok: o.ok(),
                 input_bytes: run.input_bytes[o.index],
                 imports: job.imports,
@@ -121,6 +141,12 @@ pub fn build(run: &RunInfo<'_>) -> LinkRecord {
         fell_back: count("fallback"),
         input_bytes: jobs.iter().map(|j| j.input_bytes).sum(),
         job_seconds: jobs.iter().filter_map(|j| j.seconds).sum(),
+        hosts: hosts(&jobs),
+        bundle_bytes: jobs
+            .iter()
+            .filter_map(|j| j.sent.as_ref())
+            .map(|s| s.bytes)
+            .sum(),
     };
     LinkRecord {
         version: 1,
@@ -133,6 +159,16 @@ pub fn build(run: &RunInfo<'_>) -> LinkRecord {
         remote: None,
         jobs,
     }
+}
+
+/// Jobs compiled on each host (a job that fell back counts where it finally ran: here).
+fn hosts(jobs: &[JobRecord]) -> std::collections::BTreeMap<String, usize> {
+    let mut by = std::collections::BTreeMap::new();
+    let on_host = jobs.iter().filter(|j| j.ran == "wrapper");
+    for host in on_host.filter_map(|j| j.sent.as_ref()?.host.clone()) {
+        *by.entry(host).or_insert(0) += 1;
+    }
+    by
 }
 
 /// The line a run appends to `--log FILE`: where, what, how many jobs and where they ran.
@@ -195,6 +231,18 @@ pub fn summary(r: &LinkRecord) -> String {
             r.backend
         ),
     };
+    if t.bundle_bytes > 0 {
+        let hosts: Vec<String> = (t.hosts.iter()).map(|(h, n)| format!("{h} {n}")).collect();
+        let bytes = match t.bundle_bytes {
+            b if b >= 1_000_000 => format!("{:.1} MB", b as f64 / 1e6),
+            b => format!("{:.1} kB", b as f64 / 1e3),
+        };
+        let hosts = match hosts.is_empty() {
+            true => "none".to_string(),
+            false => hosts.join(", "),
+        };
+        line.push_str(&format!("; on hosts: {hosts}; {bytes} of bundles"));
+    }
     if let Some(slow) = r
         .jobs
         .iter()
@@ -365,6 +413,7 @@ mod tests {
             ran: "local",
             remote: None,
             fallback_reason: None,
+            sent: None,
             ok: true,
             input_bytes: 0,
             imports: index,
@@ -391,6 +440,8 @@ mod tests {
                 fell_back: 0,
                 input_bytes: 0,
                 job_seconds: 0.0,
+                hosts: Default::default(),
+                bundle_bytes: 0,
             },
             remote: None,
             jobs,

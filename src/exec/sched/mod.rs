@@ -51,6 +51,9 @@ pub struct Policy {
     pub remote_jobs: usize,
     /// Whether a job that fails remotely runs again here.
     pub remote_fallback: bool,
+    /// How many jobs may be on the wrapper's hosts at once, each sent as a bundle without a
+    /// local slot (0: jobs through the wrapper take local slots).
+    pub hosts: usize,
     /// Whether a failed job stops the run from starting any other (as ninja and make stop;
     /// with a build tool, the tool itself stops starting launchers).
     pub stop_after_failure: bool,
@@ -165,6 +168,10 @@ pub struct Core {
     remote_jobs: usize,
     remote_fallback: bool,
     remote_running: usize,
+    /// Ready jobs that go to the wrapper's hosts first.
+    ready_host: BinaryHeap<Entry>,
+    hosts: usize,
+    host_running: usize,
     /// Slots held and not in use.
     free: Vec<Slot>,
     /// Slots asked of the supply and not yet arrived.
@@ -203,6 +210,9 @@ impl Core {
             remote_jobs: policy.remote_jobs,
             remote_fallback: policy.remote_fallback,
             remote_running: 0,
+            ready_host: BinaryHeap::new(),
+            hosts: policy.hosts,
+            host_running: 0,
             free: vec![Slot::Own; policy.own],
             asked: 0,
             can_grow: policy.can_grow,
@@ -332,6 +342,8 @@ impl Core {
         };
         if self.remote.get(index) == Some(&true) && self.remote_jobs > 0 {
             self.ready_remote.push(entry);
+        } else if self.hosts > 0 && self.wrapped {
+            self.ready_host.push(entry);
         } else {
             self.ready.push(entry);
         }
@@ -394,6 +406,19 @@ impl Core {
             status,
             problem,
         });
+        if slot == Slot::Host {
+            self.host_running -= 1;
+            if failed && self.fallback && self.cancelled.is_none() {
+                // It runs again here, on a local slot when one is free.
+                self.phase[index] = Phase::Ready;
+                self.running -= 1;
+                self.ready.push(Entry {
+                    cost: self.cost[index],
+                    index,
+                });
+                return self.dispatch();
+            }
+        }
         if wrapped && failed && self.fallback && self.cancelled.is_none() {
             self.phase[index] = Phase::Running {
                 slot,
@@ -470,6 +495,9 @@ impl Core {
                 self.dispatch()
             }
             Some(Phase::Running { slot, .. }) => {
+                if slot == Slot::Host {
+                    self.host_running -= 1;
+                }
                 self.end(index, slot);
                 self.dispatch()
             }
@@ -500,6 +528,7 @@ impl Core {
         }
         self.ready.clear();
         self.ready_remote.clear();
+        self.ready_host.clear();
         self.remote_running = 0;
         steps.extend(self.dispatch());
         steps
@@ -522,6 +551,7 @@ impl Core {
         }
         self.ready.clear();
         self.ready_remote.clear();
+        self.ready_host.clear();
         steps
     }
 
@@ -529,7 +559,9 @@ impl Core {
         self.phase[index] = Phase::Done;
         self.running -= 1;
         self.done += 1;
-        self.free.push(slot);
+        if slot != Slot::Host {
+            self.free.push(slot);
+        }
     }
 
     /// Starts the costliest ready jobs on free slots, then asks for the slots still needed or
@@ -556,6 +588,26 @@ impl Core {
             }
         }
         if going && !self.gathering {
+            while self.host_running < self.hosts {
+                let Some(Entry { index, .. }) = self.ready_host.pop() else {
+                    break;
+                };
+                if self.phase[index] != Phase::Ready {
+                    continue;
+                }
+                self.phase[index] = Phase::Running {
+                    slot: Slot::Host,
+                    wrapped: true,
+                };
+                self.host_running += 1;
+                self.running += 1;
+                steps.push(Step::Run {
+                    index,
+                    wrapped: true,
+                    slot: Slot::Host,
+                    attempt: self.records[index].attempts.len(),
+                });
+            }
             while !self.free.is_empty() {
                 let Some(Entry { index, .. }) = self.ready.pop() else {
                     break;

@@ -22,6 +22,7 @@ fn policy(own: usize, can_grow: bool, expected: usize) -> Policy {
         remote: Vec::new(),
         remote_jobs: 0,
         remote_fallback: false,
+        hosts: 0,
         stop_after_failure: false,
     }
 }
@@ -311,4 +312,55 @@ fn a_cancel_before_a_remote_job_launcher_comes_is_told_when_it_comes() {
     let code = crate::exec::process::exit_code(libc::SIGINT);
     assert_eq!(core.hello(1).unwrap(), [Step::Finish { index: 1, code }]);
     assert_eq!(core.hello(0).unwrap(), [Step::Finish { index: 0, code }]);
+}
+
+/// Jobs through a wrapper that sends them to hosts take host slots, not local ones: as many
+/// run at once as the hosts take, with one local slot; one that fails on a host runs again
+/// here on the local slot, unwrapped, and a host slot it frees goes to the next job.
+#[test]
+fn host_jobs_take_host_slots_and_fall_back_onto_local_ones() {
+    let mut p = policy(1, false, 4);
+    p.wrapped = true;
+    p.fallback = true;
+    p.hosts = 3;
+    let mut core = Core::new(vec![4.0, 3.0, 2.0, 1.0], &p);
+    let mut steps = Vec::new();
+    for i in 0..4 {
+        steps.extend(core.hello(i).unwrap());
+    }
+    let hosted = |steps: &[Step]| -> Vec<(usize, bool, Slot)> {
+        steps
+            .iter()
+            .filter_map(|s| match s {
+                Step::Run {
+                    index,
+                    wrapped,
+                    slot,
+                    ..
+                } => Some((*index, *wrapped, *slot)),
+                _ => None,
+            })
+            .collect()
+    };
+    assert_eq!(
+        hosted(&steps),
+        [
+            (0, true, Slot::Host),
+            (1, true, Slot::Host),
+            (2, true, Slot::Host)
+        ],
+        "the costliest three on the hosts, none on the local slot"
+    );
+    let failed = core.exited(0, status(1), Some("exit status 1".into()));
+    assert_eq!(
+        hosted(&failed),
+        [(3, true, Slot::Host), (0, false, Slot::Own)],
+        "the next job takes the freed host slot; the failed one runs here"
+    );
+    let done = core.exited(1, status(0), None);
+    assert_eq!(done, [Step::Finish { index: 1, code: 0 }]);
+    let here = core.exited(0, status(0), None);
+    assert_eq!(here, [Step::Finish { index: 0, code: 0 }]);
+    assert_eq!(core.records()[0].ran(), crate::job::outcome::Ran::Fallback);
+    assert_eq!(core.records()[1].ran(), crate::job::outcome::Ran::Wrapper);
 }

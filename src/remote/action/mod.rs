@@ -293,6 +293,49 @@ impl ContentPlan<'_> {
     }
 }
 
+/// A job keyed by content as plain files, for a bundle (`bundle::pack`): the same names and
+/// command as its action, without the Merkle tree around them.
+pub struct ContentFiles {
+    /// The command's words after the compiler.
+    pub arguments: Vec<String>,
+    /// Each module: its name inside, and where it is here.
+    pub modules: Vec<(String, PathBuf)>,
+    /// The index shard: its name inside and its bytes, rewritten to the names inside.
+    pub shard: (String, Vec<u8>),
+    /// The object's name inside.
+    pub output: String,
+}
+
+/// The job as a content-keyed action names its files (`content_plan`), or why it cannot be
+/// keyed by content; `hash_of` gives an input's SHA-256 (hex) and size.
+pub fn content_files(
+    cwd: &Path,
+    [argv, inputs, outputs]: JobWords<'_, '_>,
+    hash_of: &dyn Fn(&Path) -> (String, i64),
+    shard: &[u8],
+) -> Result<ContentFiles, String> {
+    let digest_of_file = |p: &Path| {
+        let (hash, size_bytes) = hash_of(p);
+        re::Digest { hash, size_bytes }
+    };
+    let cwd = absolute(cwd, ".");
+    let plan = content_plan(&cwd, argv, inputs, outputs, &digest_of_file, Some(shard))?;
+    let renamed = (plan.shard.finish())
+        .map_err(|e| format!("rewrite its index shard {}: {e}", plan.shard_name))?;
+    let modules = (plan.modules.inside.into_values())
+        .map(|(name, real, _)| (name, real))
+        .collect();
+    Ok(ContentFiles {
+        arguments: plan.arguments.into_iter().skip(1).collect(),
+        modules,
+        shard: (
+            crate::job::output::shard_name(CANONICAL_OUTPUT),
+            renamed.bytes,
+        ),
+        output: CANONICAL_OUTPUT.to_string(),
+    })
+}
+
 /// A `..` after a directory name is resolved by the kernel through a symlink there, not by
 /// erasing the name: such a path cannot be matched to another one with certainty.
 fn uncertain(p: &str) -> bool {

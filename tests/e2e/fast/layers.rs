@@ -9,12 +9,13 @@ use std::path::{Path, PathBuf};
 
 /// Lowest first; lib.rs and main.rs stand above all. The modules of one group stand side by
 /// side: `exec` (local execution) and `remote` (the REAPI client) meet only in `engine`.
-const LAYERS: [&[&str]; 9] = [
+const LAYERS: [&[&str]; 10] = [
     &["util"],
     &["job"],
     &["render"],
     &["report"],
     &["exec", "remote"],
+    &["bundle"],
     &["cli"],
     &["engine"],
     &["link"],
@@ -293,7 +294,9 @@ fn no_two_files_import_each_other_even_round_a_longer_cycle() {
 #[test]
 fn src_has_few_entries_and_no_long_file() {
     let entries = fs::read_dir(src()).unwrap().count();
-    assert!(entries <= 12, "src/ has {entries} entries");
+    // A folder per layer (LAYERS), lib.rs and main.rs.
+    let layers: usize = LAYERS.iter().map(|group| group.len()).sum();
+    assert!(entries <= layers + 2, "src/ has {entries} entries");
     for file in all_files() {
         let lines = fs::read_to_string(&file).unwrap().lines().count();
         assert!(lines <= FILE_LINES, "{} has {lines} lines", file.display());

@@ -71,7 +71,7 @@ pub(super) fn three_jobs(s: &Space) {
 
 /// The modules of tests/data/main.thinlto.bc, the index shard lld-22 wrote for examples/hello's
 /// main, as its module table names them.
-const MODULES: [&str; 5] = [
+pub(super) const MODULES: [&str; 5] = [
     "main.o",
     "add.o",
     "greeting.o",

@@ -16,7 +16,7 @@ fn doctor_reports_tools_jobserver_and_wrapper() {
         "ninja:     ",
         "make:      ",
         "jobserver: none in the environment",
-        "distcc runs ThinLTO backend jobs on this machine",
+        "wrapper:   distcc sends each ThinLTO backend job to its hosts as one bundle",
         "ok: dtlto-bridge can run links here",
     ] {
         assert!(text.contains(want), "doctor lacks {want:?}:\n{text}");

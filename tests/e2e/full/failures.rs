@@ -1,9 +1,7 @@
-//! Bad days in real links: wrappers that fail or lie, local fallback, real distcc, concurrent
-//! links of one output.
+//! Bad days in real links: wrappers that fail or lie, local fallback, concurrent links of one
+//! output (distcc and its hosts: `hosts`).
 
-use crate::space::{
-    assert_linked, require, stderr, wait_for, wrapper_arg, Space, BAD_WRAPPERS, BRIDGE, HELLO,
-};
+use crate::space::{assert_linked, stderr, wrapper_arg, Space, BAD_WRAPPERS, BRIDGE, HELLO};
 use std::path::Path;
 use std::process::{Child, Stdio};
 
@@ -67,105 +65,6 @@ fn no_fallback_fails_the_link_instead() {
     assert!(err.contains("remote host refused"), "{err}");
     assert!(!err.contains("run again locally"), "{err}");
     assert!(!s.exists("hello"));
-}
-
-/// distccd on 127.0.0.1, stopped when dropped.
-struct Distccd(Child);
-
-impl Drop for Distccd {
-    fn drop(&mut self) {
-        // Its preforked children share its process group.
-        unsafe { libc::kill(-(self.0.id() as i32), libc::SIGTERM) };
-        let _ = self.0.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// Stock distcc cannot ship a ThinLTO backend job: with a real distccd as its only host it runs
-/// every job on localhost, and so it does when that host is down. dtlto-bridge says so.
-#[test]
-fn real_distcc_runs_backend_jobs_locally_and_dtlto_bridge_warns() {
-    let distccd = require("distccd");
-    require("distcc");
-    let s = Space::new();
-    let inputs = s.hello();
-    let port = free_port();
-    let log = s.path("distccd.log");
-    let mut cmd = s.program(&distccd, &[]);
-    cmd.args([
-        "--daemon",
-        "--no-detach",
-        "--allow",
-        "127.0.0.1",
-        "--listen",
-        "127.0.0.1",
-    ])
-    .args([
-        "--port",
-        &port.to_string(),
-        "--log-level",
-        "info",
-        "--log-file",
-    ])
-    .arg(&log);
-    if unsafe { libc::getuid() } == 0 {
-        cmd.args(["--user", "nobody"]);
-        std::fs::set_permissions(&s.dir, std::os::unix::fs::PermissionsExt::from_mode(0o777))
-            .unwrap();
-    }
-    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
-    let _server = Distccd(cmd.spawn().unwrap());
-    wait_for("distccd to listen", || {
-        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
-    });
-
-    let down = free_port();
-    for hosts in [format!("127.0.0.1:{port}"), format!("127.0.0.1:{down}")] {
-        let client_log = s.path("distcc-client.log");
-        let _ = std::fs::remove_file(&client_log);
-        let mut link = s.command(
-            "clang-22",
-            &["-O2", "-flto=thin", "-fuse-ld=lld-22", "-o", "hello"],
-        );
-        link.arg(format!("-fthinlto-distributor={BRIDGE}"))
-            .arg("-Xthinlto-distributor=--wrapper=distcc")
-            .args(&inputs)
-            .env("DISTCC_HOSTS", &hosts)
-            .env("DISTCC_LOG", &client_log)
-            .env("DISTCC_VERBOSE", "0");
-        let out = link.output().unwrap();
-        assert_linked(&out);
-        assert_eq!(s.run_program("hello"), HELLO);
-        let err = stderr(&out);
-        assert!(
-            err.contains("distcc runs ThinLTO backend jobs on this machine"),
-            "{err}"
-        );
-        assert_eq!(
-            err.matches("dtlto-bridge: warning: distcc").count(),
-            1,
-            "warned once: {err}"
-        );
-        let client = std::fs::read_to_string(&client_log).unwrap();
-        assert_eq!(
-            client.matches("exec on localhost").count(),
-            5,
-            "{hosts}: {client}"
-        );
-    }
-    let server = std::fs::read_to_string(&log).unwrap();
-    assert!(server.contains("preforking daemon started"), "{server}");
-    assert!(
-        !server.contains("job complete"),
-        "no job reached distccd: {server}"
-    );
 }
 
 /// Two links of the same output in one directory at once (only lld's process ids differ in

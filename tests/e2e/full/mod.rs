@@ -6,6 +6,7 @@ mod classic;
 mod cli;
 mod failures;
 mod golden;
+mod hosts;
 mod jobserver;
 mod kernel;
 mod link;

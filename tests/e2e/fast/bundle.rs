@@ -1,0 +1,346 @@
+//! Bundles for distcc and icecream hosts, without LLVM: a wrapper named `distcc` that is a
+//! script (it runs what it is given, as a host would), a compiler that is a script checking
+//! that the bundle's files are where its command names them, and the real dtlto-bridge on both
+//! sides (`__send`, and the host entry reached as `dtlto-clang`). The entry is also fed bundles
+//! directly: hostile ones, one for another compiler, and one whose entry is killed.
+
+use super::remote::{modules, MODULES};
+use crate::space::{job_file, stderr, wait_for, Space, BRIDGE};
+use std::fs;
+use std::process::{Command, Stdio};
+
+/// A compiler script: `--version` prints its version; a compile checks that its module
+/// (`m/...`) and index shard are there, logs its directory and words, and writes an object.
+fn fake_clang(s: &Space, name: &str, version: &str) -> String {
+    let body = format!(
+        "[ \"$1\" = --version ] && {{ echo 'fake clang version {version}'; exit; }}\n\
+         echo \"$PWD $*\" >> {log:?}\n\
+         [ -n \"$FAKE_SLEEP\" ] && sleep \"$FAKE_SLEEP\"\n\
+         for a; do case $a in\n\
+           -fthinlto-index=*) test -s \"${{a#-fthinlto-index=}}\" || exit 3;;\n\
+           m/*) test -s \"$a\" || exit 4;;\n\
+         esac; [ \"$prev\" = -o ] && out=$a; prev=$a; done\n\
+         {obj} > \"$out\"\n",
+        log = s.path("compiler.log"),
+        obj = obj!(),
+    );
+    s.script(name, &body).to_string_lossy().into_owned()
+}
+
+/// A wrapper named distcc: the host is this machine, with the environment a host's daemon
+/// gives the entry (not the link's: no DTLTO_CLANG_HERE), `extra` set.
+fn fake_distcc(s: &Space, extra: &str) {
+    fs::create_dir_all(s.path("w")).unwrap();
+    s.script(
+        "w/distcc",
+        &format!(
+            "[ \"$1\" = -j ] && {{ echo 3; exit; }}\n\
+             echo \"$*\" >> {log:?}\n\
+             unset DTLTO_CLANG_HERE\nexport DTLTO_CLANG_HOST=fakehost {extra}\nexec \"$@\"\n",
+            log = s.path("distcc.log")
+        ),
+    );
+}
+
+/// Five jobs as lld writes them (`remote::content_jobs`'s), run by `compiler`.
+fn jobs(s: &Space, compiler: &str) {
+    let shard = include_bytes!("../../data/main.thinlto.bc");
+    modules(s, None);
+    let jobs = (0..MODULES.len())
+        .map(|i| {
+            let out = format!("job{i}.native.o");
+            let index = format!("{out}.thinlto.bc");
+            fs::write(s.path(&index), shard).unwrap();
+            let mut inputs = vec![MODULES[i].to_string(), index.clone()];
+            inputs.extend(MODULES.iter().filter(|m| **m != MODULES[i]).map(|m| m.to_string()));
+            serde_json::json!({
+                "args": ["-c", "-O2", "-x", "ir", MODULES[i], format!("-fthinlto-index={index}"), "-o", out],
+                "inputs": inputs,
+                "outputs": [out],
+            })
+        })
+        .collect();
+    let mut file: serde_json::Value = serde_json::from_str(&job_file(jobs)).unwrap();
+    file["common"]["args"] = serde_json::json!([compiler]);
+    s.write("j.json", &file.to_string());
+}
+
+fn link(s: &Space) -> std::process::Output {
+    let wrapper = crate::space::wrapper_arg(s, "w/distcc");
+    s.bridge(&[&wrapper, "--summary", "--report=r.json", "j.json"])
+        .output()
+        .unwrap()
+}
+
+fn scratch_left(s: &Space) -> Vec<String> {
+    fs::read_dir(&s.tmp)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("dtlto-clang."))
+        .collect()
+}
+
+#[test]
+fn jobs_through_distcc_go_as_bundles_and_compile_on_the_host() {
+    let s = Space::new();
+    let clang = fake_clang(&s, "clang", "1");
+    fake_distcc(&s, "");
+    jobs(&s, &clang);
+    let out = link(&s);
+    let err = stderr(&out);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("(0 local, 5 via wrapper, 0 fell back)"),
+        "{err}"
+    );
+    assert!(err.contains("on hosts: fakehost 5;"), "{err}");
+    assert!(
+        !err.contains("runs ThinLTO backend jobs on this machine"),
+        "{err}"
+    );
+    for i in 0..5 {
+        assert_eq!(s.read(&format!("job{i}.native.o")), crate::space::object());
+    }
+    // The wrapper got one bundle per job, as `dtlto-clang -c X.i -o OBJECT`.
+    let sent = s.read("distcc.log");
+    assert_eq!(sent.lines().count(), 5, "{sent}");
+    assert!(sent
+        .lines()
+        .all(|l| l.starts_with("dtlto-clang -c ") && l.contains(".i -o ")));
+    // The compiler ran in a scratch directory with the modules named by digest, the shard
+    // under its fixed name.
+    let ran = s.read("compiler.log");
+    for line in ran.lines() {
+        assert!(line.contains("/dtlto-clang."), "{line}");
+        assert!(
+            line.contains(" -fthinlto-index=dtlto-job.native.o.thinlto.bc -o dtlto-job.native.o"),
+            "{line}"
+        );
+        assert!(line.contains(" m/"), "{line}");
+    }
+    let report: serde_json::Value = serde_json::from_str(&s.read("r.json")).unwrap();
+    assert_eq!(report["totals"]["hosts"]["fakehost"], 5);
+    assert!(report["totals"]["bundle_bytes"].as_u64().unwrap() > 5 * 100);
+    assert_eq!(report["jobs"][0]["sent"]["host"], "fakehost");
+    assert!(scratch_left(&s).is_empty(), "{:?}", scratch_left(&s));
+}
+
+#[test]
+fn a_host_whose_compiler_differs_refuses_and_the_job_runs_here() {
+    let s = Space::new();
+    let clang = fake_clang(&s, "clang", "1");
+    let other = fake_clang(&s, "other-clang", "2");
+    fake_distcc(&s, &format!("DTLTO_CLANG_COMPILER='{other}'"));
+    jobs(&s, &clang);
+    let out = link(&s);
+    let err = stderr(&out);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("(0 local, 0 via wrapper, 5 fell back)"),
+        "{err}"
+    );
+    assert!(err.contains("on hosts: none;"), "{err}");
+    assert!(
+        err.contains("refused on fakehost: the compiler here, ")
+            && err.contains(
+                "is \"fake clang version 2\"; the bundle was made for \"fake clang version 1\""
+            ),
+        "{err}"
+    );
+    let report: serde_json::Value = serde_json::from_str(&s.read("r.json")).unwrap();
+    let why = report["jobs"][0]["fallback_reason"].as_str().unwrap();
+    assert!(
+        why.starts_with("refused: fakehost: the compiler here"),
+        "{why}"
+    );
+    for i in 0..5 {
+        assert_eq!(s.read(&format!("job{i}.native.o")), crate::space::object());
+    }
+}
+
+/// A wrapper that found no host runs the bundle on this machine: the entry there refuses, and
+/// the link runs the job itself, on a local slot.
+#[test]
+fn a_bundle_the_wrapper_runs_here_is_left_to_the_links_fallback() {
+    let s = Space::new();
+    let clang = fake_clang(&s, "clang", "1");
+    fs::create_dir_all(s.path("w")).unwrap();
+    s.script(
+        "w/distcc",
+        "[ \"$1\" = -j ] && { echo 3; exit; }\nexec \"$@\"\n",
+    );
+    jobs(&s, &clang);
+    let out = link(&s);
+    let err = stderr(&out);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("5 fell back"), "{err}");
+    assert!(err.contains("this is the linking machine"), "{err}");
+}
+
+/// A bundle by hand: the header, the manifest, the files.
+fn bundle(compiler: &str, version: &str, files: &[(&str, &[u8])], args: &[&str]) -> Vec<u8> {
+    let entries: Vec<serde_json::Value> = files
+        .iter()
+        .map(|(n, b)| {
+            use sha2::Digest;
+            let hash = sha2::Sha256::digest(b);
+            let hex: String = hash.iter().map(|b| format!("{b:02x}")).collect();
+            serde_json::json!({"name": n, "size": b.len(), "sha256": hex})
+        })
+        .collect();
+    let manifest = serde_json::json!({
+        "compiler": {"path": compiler, "version": format!("fake clang version {version}")},
+        "arguments": args, "output": "o.o", "files": entries,
+    })
+    .to_string();
+    let mut out = b"DTLTO-BRIDGE BUNDLE 1\n".to_vec();
+    out.extend((manifest.len() as u64).to_le_bytes());
+    out.extend(manifest.as_bytes());
+    for (_, b) in files {
+        out.extend(*b);
+    }
+    out
+}
+
+/// The entry as a daemon runs it, its bundle on stdin (`-`, as iceccd sends it) or named.
+fn entry(s: &Space) -> Command {
+    let link = s.path("dtlto-clang");
+    if !link.exists() {
+        std::os::unix::fs::symlink(BRIDGE, &link).unwrap();
+    }
+    let mut cmd = s.program(&link, &[]);
+    cmd.env_remove("DTLTO_CLANG_HERE")
+        .env("DTLTO_CLANG_HOST", "h");
+    cmd
+}
+
+fn fed(s: &Space, data: &[u8], args: &[&str]) -> (std::process::Output, Vec<u8>) {
+    let _ = fs::remove_file(s.path("out.o"));
+    let mut child = entry(s)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    let _ = child.stdin.take().unwrap().write_all(data);
+    let out = child.wait_with_output().unwrap();
+    (out, fs::read(s.path("out.o")).unwrap_or_default())
+}
+
+#[test]
+fn the_entry_compiles_a_bundle_from_stdin_and_refuses_hostile_ones() {
+    let s = Space::new();
+    let clang = fake_clang(&s, "clang", "1");
+    let c: &[u8] = b"int x;\n";
+    let good = bundle(&clang, "1", &[("m/a.o", c)], &["-c", "m/a.o", "-o", "o.o"]);
+    let icecc = [
+        "-x",
+        "c",
+        "-Xclang",
+        "-main-file-name",
+        "-Xclang",
+        "job.i",
+        "-c",
+        "-",
+        "-o",
+        "out.o",
+    ];
+    let (out, object) = fed(&s, &good, &icecc);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stderr(&out).contains("dtlto-clang: compiled on h with fake clang version 1"));
+    assert_eq!(object, crate::space::object().into_bytes());
+    let cases: Vec<(&str, Vec<u8>, &str)> = vec![
+        (
+            "truncated",
+            good[..good.len() - 2].to_vec(),
+            "do not add up",
+        ),
+        (
+            "../x",
+            bundle(&clang, "1", &[("../x", c)], &["-c", "-o", "o.o"]),
+            "has a .. in it",
+        ),
+        (
+            "absolute",
+            bundle(&clang, "1", &[("/tmp/x", c)], &["-c", "-o", "o.o"]),
+            "is absolute",
+        ),
+        (
+            "a plug-in",
+            bundle(
+                &clang,
+                "1",
+                &[("a", c)],
+                &["-c", "-fpass-plugin=a", "-o", "o.o"],
+            ),
+            "loads a plug-in",
+        ),
+        (
+            "a response file",
+            bundle(&clang, "1", &[("a", c)], &["-c", "@a", "-o", "o.o"]),
+            "response file",
+        ),
+        (
+            "another compiler",
+            bundle(&clang, "9", &[("a", c)], &["-c", "a", "-o", "o.o"]),
+            "the bundle was made for \"fake clang version 9\"",
+        ),
+        (
+            "an output elsewhere",
+            bundle(&clang, "1", &[("a", c)], &["-c", "a", "-o", "../o.o"]),
+            "not the bundle's object",
+        ),
+    ];
+    for (what, data, want) in cases {
+        let (out, object) = fed(&s, &data, &icecc);
+        let err = stderr(&out);
+        assert!(
+            err.contains("dtlto-clang: refused on h: ") && err.contains(want),
+            "{what}: {err}"
+        );
+        // The reason takes the object's place, where `__send` reads it (and a wrapper does not
+        // run the job again on the linking machine, dropping the host's stderr).
+        let text = String::from_utf8_lossy(&object);
+        assert!(
+            text.starts_with("dtlto-clang refusal: h: ") && text.contains(want),
+            "{what}: {text}"
+        );
+    }
+    assert!(scratch_left(&s).is_empty(), "{:?}", scratch_left(&s));
+}
+
+/// An entry killed with its compiler leaves its scratch directory; the next entry removes it.
+#[test]
+fn a_scratch_directory_left_by_a_killed_entry_is_removed_by_the_next() {
+    let s = Space::new();
+    let clang = fake_clang(&s, "clang", "1");
+    let good = bundle(
+        &clang,
+        "1",
+        &[("m/a.o", b"int x;\n")],
+        &["-c", "m/a.o", "-o", "o.o"],
+    );
+    fs::write(s.path("job.i"), &good).unwrap();
+    let mut slow = entry(&s);
+    slow.args(["-c", "job.i", "-o", "out.o"])
+        .env("FAKE_SLEEP", "30");
+    std::os::unix::process::CommandExt::process_group(&mut slow, 0);
+    let mut child = slow.stderr(Stdio::null()).spawn().unwrap();
+    wait_for("the entry's scratch directory", || {
+        !scratch_left(&s).is_empty()
+    });
+    wait_for("the compiler to start", || s.exists("compiler.log"));
+    unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
+    child.wait().unwrap();
+    let left = scratch_left(&s);
+    assert_eq!(left.len(), 1, "{left:?}");
+    let out = entry(&s)
+        .args(["-c", "job.i", "-o", "out.o"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(scratch_left(&s).is_empty(), "{:?}", scratch_left(&s));
+}
