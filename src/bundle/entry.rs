@@ -197,7 +197,7 @@ fn find_compiler(m: &Manifest) -> Result<PathBuf, String> {
             m.compiler.path
         )
     })?;
-    let version = version_line(&found)?;
+    let version = remembered_version(&found)?;
     if version != m.compiler.version {
         return Err(format!(
             "the compiler here, {}, is {version:?}; the bundle was made for {:?}",
@@ -206,6 +206,53 @@ fn find_compiler(m: &Manifest) -> Result<PathBuf, String> {
         ));
     }
     Ok(found)
+}
+
+/// The directory in TMPDIR where the entry remembers compilers' versions (this user's, 0700).
+const VERSIONS: &str = "dtlto-clang-versions";
+
+/// `version_line`, remembered in TMPDIR by the binary's identity (its canonical path, device,
+/// inode, size, modification and change times: a binary replaced or changed is asked again),
+/// so that a host does not start clang twice per job. Asked every time where nothing can be
+/// remembered safely.
+fn remembered_version(compiler: &Path) -> Result<String, String> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    let key = std::fs::canonicalize(compiler).and_then(|real| {
+        let m = std::fs::metadata(&real)?;
+        let key = format!(
+            "{}\0{}\0{}\0{}\0{}.{}\0{}.{}",
+            real.display(),
+            m.dev(),
+            m.ino(),
+            m.size(),
+            m.mtime(),
+            m.mtime_nsec(),
+            m.ctime(),
+            m.ctime_nsec()
+        );
+        Ok(crate::util::fsutil::sha256_hex(key.as_bytes()))
+    });
+    let dir = std::env::temp_dir().join(VERSIONS);
+    let _ = std::fs::DirBuilder::new().mode(0o700).create(&dir);
+    let uid = rustix::process::getuid().as_raw();
+    let ours = std::fs::symlink_metadata(&dir)
+        .is_ok_and(|m| m.is_dir() && m.uid() == uid && m.mode() & 0o077 == 0);
+    let file = match (key, ours) {
+        (Ok(key), true) => dir.join(&key[..32]),
+        _ => return version_line(compiler),
+    };
+    if let Ok(line) = std::fs::read_to_string(&file) {
+        if !line.is_empty() && !line.contains('\n') {
+            return Ok(line);
+        }
+    }
+    let line = version_line(compiler)?;
+    // Best effort: not remembered only means asked again.
+    let temp = file.with_extension(format!("{}", std::process::id()));
+    if std::fs::write(&temp, &line).is_ok() {
+        let _ = std::fs::rename(&temp, &file);
+    }
+    Ok(line)
 }
 
 /// The first line `compiler --version` prints.

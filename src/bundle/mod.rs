@@ -29,6 +29,17 @@ pub fn sends_bundles(wrapper: &[String]) -> bool {
         && !crate::job::wrapper::has_placeholders(wrapper)
 }
 
+/// The wrapper that carries a bundle: `pump` (distcc's include server, which a bundle does not
+/// need) sends through plain `distcc`.
+pub fn carrier(wrapper: &[String]) -> Vec<String> {
+    match wrapper.first().and_then(|w| Path::new(w).file_name()) {
+        Some(name) if name == "pump" => std::iter::once("distcc".to_string())
+            .chain(wrapper[1..].iter().cloned())
+            .collect(),
+        _ => wrapper.to_vec(),
+    }
+}
+
 /// How many bundles may be on hosts at once: for distcc, what `distcc -j` says its hosts take
 /// (DISTCC_HOSTS' slots); icecream's scheduler queues them itself, so `ICECC_JOBS` of them.
 pub fn host_slots(wrapper: &[String]) -> usize {

@@ -53,7 +53,7 @@ pub(super) fn start(p: &Prepared<'_>, dir: &Utf8Path, order: &[usize]) -> Option
             inputs: job.inputs.iter().map(|s| s.to_string()).collect(),
             outputs: job.outputs.iter().map(|s| s.to_string()).collect(),
             compiler: compiler.clone(),
-            wrapper: p.wrapper.clone(),
+            wrapper: bundle::carrier(&p.wrapper),
             entry_dir: entry_dir.clone().into(),
         };
         let path = rundir::send_spec(dir, index);

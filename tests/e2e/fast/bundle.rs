@@ -13,7 +13,7 @@ use std::process::{Command, Stdio};
 /// (`m/...`) and index shard are there, logs its directory and words, and writes an object.
 fn fake_clang(s: &Space, name: &str, version: &str) -> String {
     let body = format!(
-        "[ \"$1\" = --version ] && {{ echo 'fake clang version {version}'; exit; }}\n\
+        "[ \"$1\" = --version ] && {{ echo asked >> {asked:?}; echo 'fake clang version {version}'; exit; }}\n\
          echo \"$PWD $*\" >> {log:?}\n\
          [ -n \"$FAKE_SLEEP\" ] && sleep \"$FAKE_SLEEP\"\n\
          for a; do case $a in\n\
@@ -22,6 +22,7 @@ fn fake_clang(s: &Space, name: &str, version: &str) -> String {
          esac; [ \"$prev\" = -o ] && out=$a; prev=$a; done\n\
          {obj} > \"$out\"\n",
         log = s.path("compiler.log"),
+        asked = s.path("versions.log"),
         obj = obj!(),
     );
     s.script(name, &body).to_string_lossy().into_owned()
@@ -124,6 +125,15 @@ fn jobs_through_distcc_go_as_bundles_and_compile_on_the_host() {
     assert!(report["totals"]["bundle_bytes"].as_u64().unwrap() > 5 * 100);
     assert_eq!(report["jobs"][0]["sent"]["host"], "fakehost");
     assert!(scratch_left(&s).is_empty(), "{:?}", scratch_left(&s));
+    // The host remembers the compiler's version by the binary's identity: a second link asks
+    // it only on the link's side; a changed binary is asked again there too.
+    let asked = || s.read("versions.log").lines().count();
+    let first = asked();
+    assert!(link(&s).status.success());
+    assert_eq!(asked(), first + 1);
+    fs::write(&clang, fs::read_to_string(&clang).unwrap() + "\n").unwrap();
+    assert!(link(&s).status.success());
+    assert!(asked() >= first + 3, "{}", asked());
 }
 
 #[test]
