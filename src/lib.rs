@@ -60,12 +60,9 @@ fn bundle_entries() -> Option<i32> {
     let args: Vec<String> = std::env::args_os()
         .map(|a| a.to_string_lossy().into_owned())
         .collect();
-    let name = args
-        .first()
-        .and_then(|a| std::path::Path::new(a).file_name())
-        .and_then(|n| n.to_str());
-    if name == Some(bundle::entry::NAME) {
-        return Some(bundle::entry::main(&args[1..]));
+    let me = args.first()?;
+    if bundle::entry::reached(me) {
+        return Some(bundle::entry::main(std::path::Path::new(me), &args[1..]));
     }
     match args.get(1..) {
         Some([first, spec]) if first == "__send" => {

@@ -29,9 +29,29 @@ pub const COMPILED: &str = "compiled on ";
 /// What follows MARK when a host refused the job (then `HOST: reason`).
 pub const REFUSED: &str = "refused on ";
 
-/// The entry: returns the exit code.
-pub fn main(args: &[String]) -> i32 {
+/// The name of the real compiler beside the entry where the entry takes the compiler's name (an
+/// icecream environment runs `/usr/bin/clang`: there the entry is `clang`, the compiler
+/// `clang.real`).
+pub const BESIDE: &str = "clang.real";
+
+/// Whether the program reached as `argv0` is the entry: named `dtlto-clang`, or `clang` with
+/// the real compiler beside it (an icecream environment).
+pub fn reached(argv0: &str) -> bool {
+    let path = Path::new(argv0);
+    match path.file_name().and_then(|n| n.to_str()) {
+        Some(NAME) => true,
+        Some("clang") => path.with_file_name(BESIDE).is_file(),
+        _ => false,
+    }
+}
+
+/// The entry reached as `me`, with the daemon's arguments `args`: returns the exit code.
+pub fn main(me: &Path, args: &[String]) -> i32 {
     let host = host_name();
+    // icecc asks the compiler its target before it sends a job, on the linking machine.
+    if args == ["-dumpmachine"] {
+        return dumpmachine(me);
+    }
     if std::env::var_os(HERE_VAR).is_some() {
         eprintln!(
             "{MARK}{REFUSED}{host}: this is the linking machine (the wrapper found no host, or \
@@ -39,7 +59,7 @@ pub fn main(args: &[String]) -> i32 {
         );
         return 1;
     }
-    match run(args) {
+    match run(me, args) {
         Ok((version, 0)) => {
             eprintln!("{MARK}{COMPILED}{host} with {version}");
             0
@@ -127,23 +147,40 @@ fn read_bundle(input: Option<&Path>) -> Result<Vec<u8>, String> {
     Ok(data)
 }
 
+/// What the compiler says its target is (`-dumpmachine`), for icecc on the linking machine.
+fn dumpmachine(me: &Path) -> i32 {
+    let compiler = candidates(me, None).into_iter().next();
+    let status = compiler.map(|c| Command::new(c).arg("-dumpmachine").status());
+    match status {
+        Some(Ok(s)) => s.code().unwrap_or(1),
+        _ => {
+            eprintln!("{MARK}no compiler here to ask its target (set {COMPILER_VAR})");
+            1
+        }
+    }
+}
+
 /// Checks, unpacks and compiles; the compiler's version and exit code.
-fn run(args: &[String]) -> Result<(String, i32), String> {
+fn run(me: &Path, args: &[String]) -> Result<(String, i32), String> {
     let (input, out) = daemon_args(args)?;
     let data = read_bundle(input.as_deref())?;
     let bundle = format::read(&data).map_err(|e| format!("bad bundle: {e}"))?;
     if let Some(why) = super::args::refused(&bundle.manifest) {
         return Err(format!("bad bundle: {why}"));
     }
-    let compiler = find_compiler(&bundle.manifest)?;
-    let tmp = std::env::temp_dir();
-    let scratch = Scratch::create(&tmp)?;
+    let compiler = find_compiler(me, &bundle.manifest)?;
+    let scratch = Scratch::create(&scratch_base())?;
     unpack(&bundle, scratch.path())?;
+    // Stdin a pipe closed at once, not /dev/null: an icecream environment's chroot has no /dev.
     let status = Command::new(&compiler)
         .args(&bundle.manifest.arguments)
         .current_dir(scratch.path())
-        .stdin(Stdio::null())
-        .status()
+        .stdin(Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            drop(child.stdin.take());
+            child.wait()
+        })
         .map_err(|e| format!("run {}: {e}", compiler.display()))?;
     let version = bundle.manifest.compiler.version.clone();
     if !status.success() {
@@ -177,21 +214,47 @@ fn unpack(bundle: &Bundle<'_>, dir: &Path) -> Result<(), String> {
     Ok(())
 }
 
-/// The compiler to run: the host's setting DTLTO_CLANG_COMPILER when it has one, else the
-/// bundle's path when it is absolute and there, else its name on PATH; refused when its
-/// version is not the bundle's.
-fn find_compiler(m: &Manifest) -> Result<PathBuf, String> {
-    let named = Path::new(&m.compiler.path);
-    let name = named.file_name().unwrap_or_default();
-    let found = [
+/// Where scratch directories go: TMPDIR when it is there (inside an icecream environment's
+/// chroot, the daemon's TMPDIR may not be), else /tmp, else the working directory.
+fn scratch_base() -> PathBuf {
+    [std::env::temp_dir(), PathBuf::from("/tmp")]
+        .into_iter()
+        .find(|d| d.is_dir())
+        .unwrap_or_else(|| PathBuf::from("."))
+}
+
+/// The compilers the entry may run, in order: the host's setting DTLTO_CLANG_COMPILER, the
+/// real compiler beside an entry named clang (`BESIDE`), the bundle's path when it is absolute
+/// and there, its name on PATH; never the entry itself.
+fn candidates(me: &Path, m: Option<&Manifest>) -> Vec<PathBuf> {
+    let named = m.map(|m| Path::new(&m.compiler.path));
+    let name = named.and_then(Path::file_name).unwrap_or("clang".as_ref());
+    let itself = std::fs::metadata(me).ok().map(|m| {
+        use std::os::unix::fs::MetadataExt;
+        (m.dev(), m.ino())
+    });
+    let is_me = |p: &PathBuf| {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(p).is_ok_and(|m| Some((m.dev(), m.ino())) == itself)
+    };
+    [
         std::env::var_os(COMPILER_VAR).map(PathBuf::from),
-        Some(named.to_path_buf()).filter(|p| p.is_absolute() && p.is_file()),
+        Some(me.with_file_name(BESIDE)).filter(|p| p.is_file() && reached(&me.to_string_lossy())),
+        named
+            .map(Path::to_path_buf)
+            .filter(|p| p.is_absolute() && p.is_file()),
         which::which(name).ok(),
     ]
     .into_iter()
     .flatten()
-    .next()
-    .ok_or_else(|| {
+    .filter(|p| !is_me(p))
+    .collect()
+}
+
+/// The compiler to run (the first of `candidates`), refused when its version is not the
+/// bundle's.
+fn find_compiler(me: &Path, m: &Manifest) -> Result<PathBuf, String> {
+    let found = candidates(me, Some(m)).into_iter().next().ok_or_else(|| {
         format!(
             "no compiler {} here (no {COMPILER_VAR}, not at that path, not on PATH)",
             m.compiler.path
@@ -257,10 +320,11 @@ fn remembered_version(compiler: &Path) -> Result<String, String> {
 
 /// The first line `compiler --version` prints.
 pub fn version_line(compiler: &Path) -> Result<String, String> {
+    // Pipes, not /dev/null (see `run`); `output` closes stdin at once.
     let out = Command::new(compiler)
         .arg("--version")
-        .stdin(Stdio::null())
-        .stderr(Stdio::null())
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
         .output()
         .map_err(|e| format!("run {} --version: {e}", compiler.display()))?;
     let text = String::from_utf8_lossy(&out.stdout);

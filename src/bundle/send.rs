@@ -68,6 +68,7 @@ pub fn main(spec_path: &Path) -> i32 {
         wrapper: &spec.wrapper,
         entry_dir: &spec.entry_dir,
         cwd: &spec.cwd,
+        compiler: &spec.compiler.path,
         env: &[],
     };
     let (code, mut sent) = through.run(&bundle, &spec.cwd.join(out));
@@ -85,6 +86,8 @@ pub struct Through<'a> {
     /// The directory of the `dtlto-clang` link, first on the wrapper's PATH.
     pub entry_dir: &'a Path,
     pub cwd: &'a Path,
+    /// The job's compiler, for what the wrapper asks of it here (icecc: `-dumpmachine`).
+    pub compiler: &'a str,
     /// More of the wrapper's environment (`host check`'s DISTCC_HOSTS).
     pub env: &'a [(&'a str, &'a str)],
 }
@@ -104,6 +107,7 @@ impl Through<'_> {
             .current_dir(self.cwd)
             .env("PATH", std::env::join_paths(dirs).unwrap_or(path))
             .env(HERE_VAR, "1")
+            .env(super::entry::COMPILER_VAR, self.compiler)
             .envs(self.env.iter().copied())
             .stdin(Stdio::null())
             .stderr(Stdio::piped());

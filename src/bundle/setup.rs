@@ -97,6 +97,7 @@ pub fn check(
 ) -> Result<String, String> {
     use super::format::{self, Entry, Manifest};
     let shown = host.unwrap_or("the wrapper's hosts");
+    let program = compiler;
     let compiler = super::compiler(compiler)?;
     let dir = tempfile::Builder::new()
         .prefix("dtlto-bridge-probe.")
@@ -123,6 +124,7 @@ pub fn check(
         wrapper,
         entry_dir: dir.path(),
         cwd: dir.path(),
+        compiler: program,
         env: &env,
     };
     let out = dir.path().join("probe.o");
@@ -136,6 +138,99 @@ pub fn check(
         (code, _, None) => Err(format!(
             "{shown} did not compile the probe bundle ({} exited {code}; its stderr is above)",
             wrapper[0]
+        )),
+    }
+}
+
+/// Writes an icecream environment for bundles into `dir`: `icecc-create-env --clang` of
+/// `compiler`, with the real compiler renamed `clang.real` and this binary as `/usr/bin/clang`
+/// (iceccd runs the environment's `/usr/bin/clang` for every job whose compiler is a clang),
+/// repacked in one order with fixed times and named by its content, since iceccd keeps
+/// environments by name. Returns what it did, and the ICECC_VERSION value.
+pub fn icecc_env(exe: &Path, dir: &Path, compiler: &str) -> Result<(Vec<String>, String), String> {
+    let clang = which::which(compiler).map_err(|e| format!("find the compiler {compiler}: {e}"))?;
+    let work = tempfile::Builder::new()
+        .prefix(".dtlto-clang-icecc.")
+        .tempdir_in(dir)
+        .map_err(|e| format!("make a directory in {}: {e}", dir.display()))?;
+    let made = std::process::Command::new("icecc-create-env")
+        .arg("--clang")
+        .arg(&clang)
+        .current_dir(work.path())
+        .output()
+        .map_err(|e| format!("run icecc-create-env (is icecream installed?): {e}"))?;
+    let tarball = std::fs::read_dir(work.path())
+        .map_err(|e| e.to_string())?
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.to_string_lossy().ends_with(".tar.gz"))
+        .ok_or_else(|| {
+            format!(
+                "icecc-create-env --clang {} wrote no environment: {}",
+                clang.display(),
+                String::from_utf8_lossy(&made.stderr).trim()
+            )
+        })?;
+    let tree = work.path().join("tree");
+    std::fs::create_dir(&tree).map_err(|e| e.to_string())?;
+    tar(&["-xzf"], &tarball, &tree)?;
+    let bin = tree.join("usr/bin");
+    std::fs::rename(bin.join("clang"), bin.join(super::entry::BESIDE))
+        .map_err(|e| format!("rename the environment's clang: {e}"))?;
+    std::fs::copy(exe, bin.join("clang")).map_err(|e| format!("copy {}: {e}", exe.display()))?;
+    let packed = work.path().join("env.tar.gz");
+    let made = std::process::Command::new("sh")
+        .arg("-c")
+        .arg("tar -C \"$1\" --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -cf - . | gzip -n -1 > \"$2\"")
+        .arg("sh")
+        .arg(&tree)
+        .arg(&packed)
+        .status()
+        .map_err(|e| format!("run tar: {e}"))?;
+    if !made.success() {
+        return Err(format!("pack the environment: tar exited {made}"));
+    }
+    let bytes = std::fs::read(&packed).map_err(|e| format!("read {}: {e}", packed.display()))?;
+    let name = format!(
+        "dtlto-clang-icecc-{}.tar.gz",
+        &crate::util::fsutil::sha256_hex(&bytes)[..16]
+    );
+    let out = dir.join(&name);
+    let said = if out.is_file() {
+        format!("{} is already there", out.display())
+    } else {
+        std::fs::rename(&packed, &out).map_err(|e| format!("write {}: {e}", out.display()))?;
+        format!(
+            "wrote {}: {} as clang.real, {NAME} as clang",
+            out.display(),
+            clang.display()
+        )
+    };
+    let version = format!("{}:{}", std::env::consts::ARCH, out.display());
+    Ok((
+        vec![
+            said,
+            format!("on the linking machine: ICECC_VERSION={version}"),
+        ],
+        version,
+    ))
+}
+
+/// Runs `tar FLAGS FILE -C DIR`.
+fn tar(flags: &[&str], file: &Path, dir: &Path) -> Result<(), String> {
+    let status = std::process::Command::new("tar")
+        .args(flags)
+        .arg(file)
+        .arg("-C")
+        .arg(dir)
+        .status()
+        .map_err(|e| format!("run tar: {e}"))?;
+    match status.success() {
+        true => Ok(()),
+        false => Err(format!(
+            "tar {} {} exited {status}",
+            flags.join(" "),
+            file.display()
         )),
     }
 }

@@ -294,6 +294,10 @@ pub enum HostCommand {
         /// Where the link and the list go [default: this binary's directory].
         #[arg(long, value_name = "DIR", value_parser = user_path)]
         dir: Option<Utf8PathBuf>,
+        /// Also write an icecream environment of this clang with the entry in it, for
+        /// ICECC_VERSION on the linking machines (needs icecc-create-env).
+        #[arg(long, value_name = "CLANG")]
+        icecc: Option<String>,
     },
     /// Send a probe bundle through the wrapper and say which clang each host runs it with.
     Check {

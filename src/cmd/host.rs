@@ -11,7 +11,7 @@ use std::path::PathBuf;
 pub fn host(command: &HostCommand) -> Result<(), Fail> {
     let exe = PathBuf::from(crate::exec::process::own_exe().map_err(Fail::environment)?);
     match command {
-        HostCommand::Setup { dir } => {
+        HostCommand::Setup { dir, icecc } => {
             let dir = match dir {
                 Some(d) => d.clone().into_std_path_buf(),
                 None => exe.parent().map(PathBuf::from).unwrap_or_default(),
@@ -20,6 +20,14 @@ pub fn host(command: &HostCommand) -> Result<(), Fail> {
                 .map_err(|e| Fail::environment(format!("set up this host: {e}")))?;
             for line in said {
                 println!("{line}");
+            }
+            if let Some(clang) = icecc {
+                let (said, _) = setup::icecc_env(&exe, &dir, clang).map_err(|e| {
+                    Fail::environment(format!("write the icecream environment: {e}"))
+                })?;
+                for line in said {
+                    println!("{line}");
+                }
             }
             Ok(())
         }
