@@ -4,7 +4,8 @@
 #   scripts/setup.sh           what a link needs: clang-22, lld-22, llvm-22, ninja, make
 #   scripts/setup.sh --fast    what the fast tests need (scripts/test.sh fast): ninja and make
 #                              alone (Debian's make 4.3 and ninja 1.11), no LLVM, no Python
-#   scripts/setup.sh --tests   and what the tests need: distcc, ccache, openssl (test
+#   scripts/setup.sh --tests   and what the tests need: distcc, icecream and iproute2 (its
+#                              tests run hosts in network namespaces), ccache, openssl (test
 #                              certificates), procps, bsdutils, cmake, python3-venv, clang
 #                              and lld 14 and 19 (for `link` on older LLVM), wine64 and the
 #                              MinGW-w64 runtime (Windows targets), and make 4.4.1,
@@ -32,6 +33,8 @@ want cc gcc
 if $tests; then
   want python3 python3
   want distcc distcc
+  want icecc-create-env icecc
+  want ip iproute2
   want ccache ccache
   want openssl openssl
   want ps procps
@@ -81,7 +84,7 @@ fi
 
 tools=(clang-22 ld.lld-22 llvm-ar-22 ninja make cargo)
 $fast && tools=(ninja make cc cargo)
-$tests && tools+=(distcc distccd ccache openssl ps script cmake python3 clang-14 ld.lld-14 clang-19
+$tests && tools+=(distcc distccd icecc iceccd icecc-scheduler icecc-create-env ip unshare ccache openssl ps script cmake python3 clang-14 ld.lld-14 clang-19
   ld.lld-19 lld-link-22 llvm-dlltool-22 /usr/lib/wine/wine64)
 for tool in "${tools[@]}"; do
   command -v "$tool" >/dev/null || { echo "setup: $tool is still missing" >&2; exit 1; }

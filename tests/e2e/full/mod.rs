@@ -7,6 +7,7 @@ mod cli;
 mod failures;
 mod golden;
 mod hosts;
+mod icecc;
 mod jobserver;
 mod kernel;
 mod link;
