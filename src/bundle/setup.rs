@@ -146,8 +146,8 @@ pub fn check(
 /// `compiler`, with the real compiler renamed `clang.real` and this binary as `/usr/bin/clang`
 /// (iceccd runs the environment's `/usr/bin/clang` for every job whose compiler is a clang),
 /// repacked in one order with fixed times and named by its content, since iceccd keeps
-/// environments by name. Returns what it did, and the ICECC_VERSION value.
-pub fn icecc_env(exe: &Path, dir: &Path, compiler: &str) -> Result<(Vec<String>, String), String> {
+/// environments by name. Returns what it did, the ICECC_VERSION value last.
+pub fn icecc_env(exe: &Path, dir: &Path, compiler: &str) -> Result<Vec<String>, String> {
     let clang = which::which(compiler).map_err(|e| format!("find the compiler {compiler}: {e}"))?;
     let work = tempfile::Builder::new()
         .prefix(".dtlto-clang-icecc.")
@@ -201,19 +201,17 @@ pub fn icecc_env(exe: &Path, dir: &Path, compiler: &str) -> Result<(Vec<String>,
     } else {
         std::fs::rename(&packed, &out).map_err(|e| format!("write {}: {e}", out.display()))?;
         format!(
-            "wrote {}: {} as clang.real, {NAME} as clang",
+            "wrote {}: {} as clang.real, {} as clang",
             out.display(),
-            clang.display()
+            clang.display(),
+            exe.display()
         )
     };
     let version = format!("{}:{}", std::env::consts::ARCH, out.display());
-    Ok((
-        vec![
-            said,
-            format!("on the linking machine: ICECC_VERSION={version}"),
-        ],
-        version,
-    ))
+    Ok(vec![
+        said,
+        format!("on the linking machine: ICECC_VERSION={version}"),
+    ])
 }
 
 /// Runs `tar FLAGS FILE -C DIR`.

@@ -22,7 +22,7 @@ pub fn host(command: &HostCommand) -> Result<(), Fail> {
                 println!("{line}");
             }
             if let Some(clang) = icecc {
-                let (said, _) = setup::icecc_env(&exe, &dir, clang).map_err(|e| {
+                let said = setup::icecc_env(&exe, &dir, clang).map_err(|e| {
                     Fail::environment(format!("write the icecream environment: {e}"))
                 })?;
                 for line in said {
