@@ -24,6 +24,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench  # noqa: E402
+import sharing  # noqa: E402  (openssl_project: the `openssl` program's link and its check)
 
 TICK = os.sysconf("SC_CLK_TCK")
 
@@ -102,15 +103,18 @@ def link(cmd, objects, cwd, env, libs):
     if os.path.exists(prog):
         os.remove(prog)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    seconds = bench.timed(cmd + [f"-Xthinlto-distributor=--report={report}"] + objects + libs
-                          + ["-o", "prog"], env=env, cwd=cwd)
+    try:
+        seconds = bench.timed(cmd + [f"-Xthinlto-distributor=--report={report}"] + objects
+                              + libs + ["-o", "prog"], env=env, cwd=cwd)
+    except subprocess.CalledProcessError as e:
+        sys.exit(f"the link failed: {e.stderr.decode(errors='replace')[-3000:]}")
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     with open(report) as f, open(prog, "rb") as p:
         return seconds, cpu, json.load(f), p.read()
 
 
-def measure(name, objects, cwd, libs, runs, hosts, selftest):
+def measure(name, objects, cwd, libs, runs, hosts, check):
     env = bench.clean_env(2)
     base = ["clang-22", "-O2", "-flto=thin", "-fuse-ld=lld-22",
             "-Xthinlto-distributor=--summary", f"-fthinlto-distributor={bench.BRIDGE}"]
@@ -127,10 +131,7 @@ def measure(name, objects, cwd, libs, runs, hosts, selftest):
     for s in sent:
         if s[3] != want:
             sys.exit(f"{name}: the program linked through the hosts differs from the local one")
-    if selftest:
-        check = subprocess.run([os.path.join(cwd, "prog")], capture_output=True, text=True)
-        if check.returncode != 0 or "self-test ok" not in check.stdout:
-            sys.exit(f"{name}: the program failed its self-test: {check.stderr}")
+    check(os.path.join(cwd, "prog"))
     report = sent[-1][2]
     totals = report["totals"]
     on_hosts = sum(totals.get("hosts", {}).values())
@@ -150,6 +151,12 @@ def measure(name, objects, cwd, libs, runs, hosts, selftest):
     }
 
 
+def selftest(prog):
+    check = subprocess.run([prog], capture_output=True, text=True)
+    if check.returncode != 0 or "self-test ok" not in check.stdout:
+        sys.exit(f"{prog} failed its self-test: {check.stderr}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lua", required=True)
@@ -162,18 +169,14 @@ def main():
         cwd = os.path.join(bench.WORK, "lua-hosts")
         shutil.rmtree(cwd, ignore_errors=True)
         objects = bench.compile_lua(args.lua, cwd)
-        rows.append(measure("Lua 5.4", objects, cwd, ["-lm"], args.runs, hosts, True))
+        rows.append(measure("Lua 5.4", objects, cwd, ["-lm"], args.runs, hosts, selftest))
         if args.openssl:
-            apps = os.path.join(args.openssl, "apps")
-            objs = sorted(os.path.join(apps, f) for f in os.listdir(apps)
-                          if f.startswith("openssl-bin-") and f.endswith(".o"))
-            objs += [os.path.join(apps, "libapps.a"), os.path.join(args.openssl, "libssl.a"),
-                     os.path.join(args.openssl, "libcrypto.a")]
             cwd = os.path.join(bench.WORK, "openssl-hosts")
             shutil.rmtree(cwd, ignore_errors=True)
             os.makedirs(cwd)
-            rows.append(measure("OpenSSL `openssl`", objs, cwd, ["-ldl", "-pthread"], 1, hosts,
-                                False))
+            project = sharing.openssl_project(args.openssl, cwd)
+            rows.append(measure("OpenSSL `openssl`", project.inputs, cwd, project.libs, 1,
+                                hosts, project.check))
     finally:
         hosts.stop()
     write(rows, args.runs)

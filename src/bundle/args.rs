@@ -4,9 +4,10 @@
 //! file (response files, configuration files), search for other programs, or write files other
 //! than the object are refused.
 //!
-//! It is a list of what is refused, not of what is allowed: an option clang adds later that
-//! writes elsewhere is not known here. clang runs in the scratch directory, so relative paths
-//! stay inside it.
+//! No word may name a path outside the scratch directory clang runs in (absolute, or climbing
+//! out with `..`), but for prefix maps, which only rewrite strings. Beyond that it is a list of
+//! what is refused, not of what is allowed: an option clang adds later that writes elsewhere
+//! under a name inside the directory is not known here.
 
 use super::format::Manifest;
 
@@ -46,6 +47,34 @@ const REFUSED: &[(&str, &str)] = &[
     ("-ivfsoverlay", "reads a file by its path"),
 ];
 
+/// Options whose value maps one path string to another in what clang writes, and reads no file.
+const MAPS: &[&str] = &[
+    "-fdebug-prefix-map=",
+    "-ffile-prefix-map=",
+    "-fmacro-prefix-map=",
+    "-fprofile-prefix-map=",
+    "-fcoverage-prefix-map=",
+];
+
+/// Why the word `w` may name a file outside the scratch directory, if it may: it, or its value
+/// after `=`, is an absolute path or climbs out with `..` (`-include /etc/passwd`,
+/// `-fprofile-use=../../x`). Prefix maps only rewrite strings.
+fn outside(w: &str) -> Option<&'static str> {
+    if MAPS.iter().any(|m| w.starts_with(m)) {
+        return None;
+    }
+    let value = match w.split_once('=') {
+        Some((flag, value)) if flag.starts_with('-') => value,
+        _ => w,
+    };
+    let climbs = value.split(['/', ',']).any(|part| part == "..");
+    match (value.starts_with('/'), climbs) {
+        (true, _) => Some("names an absolute path, outside the bundle"),
+        (_, true) => Some("climbs out of the bundle with .."),
+        _ => None,
+    }
+}
+
 /// Why clang must not run with `m`'s arguments, if it must not.
 pub fn refused(m: &Manifest) -> Option<String> {
     let files: std::collections::BTreeSet<&str> = m.files.iter().map(|e| e.name.as_str()).collect();
@@ -70,6 +99,9 @@ pub fn refused(m: &Manifest) -> Option<String> {
             if w.starts_with('-') && matches {
                 return Some(format!("its argument {w} {why}"));
             }
+        }
+        if let Some(why) = outside(w) {
+            return Some(format!("its argument {w} {why}"));
         }
         match w {
             "-c" => compile = true,
@@ -157,13 +189,20 @@ mod tests {
             ),
             (&["-o", "/etc/passwd"], "not the bundle's object"),
             (&["-o/etc/passwd"], "an output other than -o OBJECT"),
+            (&["-include", "/etc/passwd"], "an absolute path"),
+            (&["-fprofile-use=/etc/x.prof"], "an absolute path"),
+            (
+                &["-fprofile-sample-use=../../x"],
+                "climbs out of the bundle",
+            ),
+            (&["-I", "m/../../etc"], "climbs out of the bundle"),
         ] {
             let mut words = job.to_vec();
             words.extend_from_slice(extra);
             let why = refused(&manifest(&words)).unwrap_or_default();
             assert!(why.contains(want), "{extra:?}: {why:?}");
         }
-        let why = refused(&manifest(&["-c", "-fthinlto-index=/etc/s.bc", "-o", "o.o"]));
+        let why = refused(&manifest(&["-c", "-fthinlto-index=t.bc", "-o", "o.o"]));
         assert!(why.unwrap().contains("names no file of the bundle"));
         let why = refused(&manifest(&["-fthinlto-index=s.bc", "-o", "o.o"]));
         assert!(why.unwrap().contains("not one compile"));
