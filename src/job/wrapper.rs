@@ -153,14 +153,16 @@ mod tests {
     }
 
     #[test]
-    fn distcc_and_icecc_are_known_to_run_locally() {
+    fn only_icerun_is_known_to_run_backend_jobs_here() {
         let table: &[(&[&str], Option<&str>)] = &[
             (
-                &["distcc"],
-                Some("distcc runs ThinLTO backend jobs on this machine"),
+                &["icerun"],
+                Some("icerun runs ThinLTO backend jobs on this machine"),
             ),
-            (&["/usr/bin/distcc", "-v"], Some("distcc runs")),
-            (&["icecc"], Some("icecc runs")),
+            (&["/usr/bin/icerun", "-v"], Some("icerun runs")),
+            // They send bundles (`bundle`).
+            (&["distcc"], None),
+            (&["icecc"], None),
             (&["ccache"], None),
             (&[], None),
         ];
@@ -172,5 +174,6 @@ mod tests {
                 None => assert_eq!(got, None, "{words:?}"),
             }
         }
+        assert!(bundles("distcc").starts_with("distcc sends each ThinLTO backend job"));
     }
 }
