@@ -4,7 +4,9 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/setup.sh"
-cargo build --release --quiet --manifest-path "$root/Cargo.toml"
+echo "example: building dtlto-bridge (cargo build --release: a few minutes the first time)" >&2
+cargo build --release --manifest-path "$root/Cargo.toml"
+echo "example: compiling examples/hello to ThinLTO bitcode, then linking it through dtlto-bridge" >&2
 bridge="$root/target/release/dtlto-bridge"
 
 # A build directory whose name has a space, as real ones sometimes do.

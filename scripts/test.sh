@@ -20,6 +20,7 @@ cd "$root"
 # them, and one that forgets fails here.
 export DTLTO_BRIDGE_WRAPPER=false DTLTO_BRIDGE_JOBS=1 DTLTO_BRIDGE_BACKEND=bogus \
   DTLTO_BRIDGE_REPORT=/nonexistent/report.json DTLTO_BRIDGE_HOST_SLOTS=1 DTLTO_BRIDGE_QUIET=1
+echo "test: building and running the tests (cargo test; the first build takes a few minutes)" >&2
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 set +e

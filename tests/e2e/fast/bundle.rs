@@ -4,8 +4,8 @@
 //! sides (`__send`, and the host entry reached as `dtlto-clang`). The entry is also fed bundles
 //! directly: hostile ones, one for another compiler, and one whose entry is killed.
 
-use super::remote::{modules, MODULES};
-use crate::space::{job_file, stderr, wait_for, Space, BRIDGE};
+use super::remote::{lld_jobs, modules};
+use crate::space::{stderr, wait_for, Space, BRIDGE};
 use std::fs;
 use std::process::{Command, Stdio};
 
@@ -43,27 +43,10 @@ fn fake_distcc(s: &Space, extra: &str) {
     );
 }
 
-/// Five jobs as lld writes them (`remote::content_jobs`'s), run by `compiler`.
+/// Five jobs as lld writes them (`remote::lld_jobs`), run by `compiler`.
 fn jobs(s: &Space, compiler: &str) {
-    let shard = include_bytes!("../../data/main.thinlto.bc");
     modules(s, None);
-    let jobs = (0..MODULES.len())
-        .map(|i| {
-            let out = format!("job{i}.native.o");
-            let index = format!("{out}.thinlto.bc");
-            fs::write(s.path(&index), shard).unwrap();
-            let mut inputs = vec![MODULES[i].to_string(), index.clone()];
-            inputs.extend(MODULES.iter().filter(|m| **m != MODULES[i]).map(|m| m.to_string()));
-            serde_json::json!({
-                "args": ["-c", "-O2", "-x", "ir", MODULES[i], format!("-fthinlto-index={index}"), "-o", out],
-                "inputs": inputs,
-                "outputs": [out],
-            })
-        })
-        .collect();
-    let mut file: serde_json::Value = serde_json::from_str(&job_file(jobs)).unwrap();
-    file["common"]["args"] = serde_json::json!([compiler]);
-    s.write("j.json", &file.to_string());
+    lld_jobs(s, compiler, &["-c", "-O2", "-x", "ir"]);
 }
 
 fn link(s: &Space) -> std::process::Output {

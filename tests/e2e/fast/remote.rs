@@ -84,6 +84,12 @@ pub(super) const MODULES: [&str; 5] = [
 /// content. The modules are text (nothing compiles them), and `script` is the compiler: `sh -c
 /// SCRIPT MODULE -fthinlto-index=SHARD -o OUTPUT`, so it finds its output in "$3".
 pub(super) fn content_jobs(s: &Space, script: &str) {
+    lld_jobs(s, "sh", &["-c", script]);
+}
+
+/// The jobs of `content_jobs`, run as `PROGRAM BEFORE... MODULE -fthinlto-index=SHARD -o
+/// OUTPUT`.
+pub(super) fn lld_jobs(s: &Space, program: &str, before: &[&str]) {
     let shard = include_bytes!("../../data/main.thinlto.bc");
     let jobs = (0..MODULES.len())
         .map(|i| {
@@ -96,14 +102,19 @@ pub(super) fn content_jobs(s: &Space, script: &str) {
                     .filter(|(k, _)| *k != i)
                     .map(|(_, m)| m.to_string()),
             );
-            serde_json::json!({
-                "args": ["-c", script, MODULES[i], format!("-fthinlto-index={index}"), "-o", out],
-                "inputs": inputs,
-                "outputs": [out],
-            })
+            let mut args: Vec<String> = before.iter().map(|w| w.to_string()).collect();
+            args.extend([
+                MODULES[i].to_string(),
+                format!("-fthinlto-index={index}"),
+                "-o".into(),
+                out.clone(),
+            ]);
+            serde_json::json!({"args": args, "inputs": inputs, "outputs": [out]})
         })
         .collect();
-    s.write("j.json", &job_file(jobs));
+    let mut file: serde_json::Value = serde_json::from_str(&job_file(jobs)).unwrap();
+    file["common"]["args"] = serde_json::json!([program]);
+    s.write("j.json", &file.to_string());
 }
 
 /// Writes the modules of `content_jobs` (`changed` gets other bytes).

@@ -108,13 +108,19 @@ fn cpu_ticks(pid: i32) -> u64 {
 
 /// Sixty launchers waiting for the one slot of the host pool spend no CPU: they block on their
 /// socket. Launchers that polled a lock file spent about 0.09 CPU-s per second for 64, some 13
-/// ticks in the 1.5 s measured; 5 ticks leaves room for a launcher still starting or a tick
-/// charged by a busy host, and still catches polling.
+/// ticks in the 1.5 s measured. The slot is held by a job that ends only when the test says so,
+/// and the window opens once no launcher's CPU time has moved for half a second (each has
+/// started and blocks), so a busy machine, which starts them slowly, changes nothing; 5 ticks
+/// leaves room for a tick charged by a busy host, and still catches polling.
 #[test]
 fn waiting_launchers_spend_no_cpu() {
     let s = Space::new();
     let mut jobs = vec![sh_job(
-        concat!("sleep 3; ", obj!(), " > long"),
+        concat!(
+            "while [ ! -e release ]; do sleep 0.05; done; ",
+            obj!(),
+            " > long"
+        ),
         &[] as &[&str],
         &["long"],
     )];
@@ -128,18 +134,35 @@ fn waiting_launchers_spend_no_cpu() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    // The slot's job ends however the test ends.
+    struct Release(std::path::PathBuf);
+    impl Drop for Release {
+        fn drop(&mut self) {
+            let _ = std::fs::write(&self.0, "");
+        }
+    }
+    let release = Release(s.path("release"));
     let tmp = s.tmp.to_string_lossy().into_owned();
     wait_for("60 launchers", || {
         processes_with(&format!("__job {tmp}")).len() >= 60
     });
-    std::thread::sleep(Duration::from_millis(300));
     let launchers = processes_with(&format!("__job {tmp}"));
-    let before: u64 = launchers.iter().map(|(p, _)| cpu_ticks(*p)).sum();
+    let ticks = || -> u64 { launchers.iter().map(|(p, _)| cpu_ticks(*p)).sum() };
+    let mut last = ticks();
+    wait_for("the launchers to settle", || {
+        std::thread::sleep(Duration::from_millis(500));
+        let now = ticks();
+        std::mem::replace(&mut last, now) == now
+    });
+    let before = ticks();
     std::thread::sleep(Duration::from_millis(1500));
-    let after: u64 = launchers.iter().map(|(p, _)| cpu_ticks(*p)).sum();
+    let after = ticks();
     eprintln!("{} launchers, {} ticks", launchers.len(), after - before);
-    // Else the long job ended inside the window, and launchers ran jobs rather than waited.
-    assert!(!s.path("long").exists(), "the launchers took 3 s to start");
+    assert!(
+        !s.path("long").exists(),
+        "the slot's job waits for the test"
+    );
+    drop(release);
     assert!(link.wait().unwrap().success());
     assert!(
         after - before <= 5,

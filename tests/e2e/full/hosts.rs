@@ -192,18 +192,7 @@ fn hello_links_through_two_distccd_hosts_byte_for_byte() {
         "hello",
         &format!("{} {}", a.host(2), b.host(2)),
     );
-    assert_linked(&out);
-    let err = stderr(&out);
-    assert_eq!(
-        fs::read(s.path("hello")).unwrap(),
-        want,
-        "the same program: {err}"
-    );
-    assert_eq!(s.run_program("hello"), HELLO);
-    assert!(
-        err.contains("(0 local, 5 via wrapper, 0 fell back)"),
-        "{err}"
-    );
+    let err = linked_on_hosts(&s, &out, &want);
     assert!(!err.contains("on this machine"), "{err}");
     assert_eq!(
         a.compiled() + b.compiled(),
@@ -214,6 +203,23 @@ fn hello_links_through_two_distccd_hosts_byte_for_byte() {
     let on = format!("on hosts: a {}, b {};", a.compiled(), b.compiled());
     assert!(err.contains(&on), "{on}: {err}");
     assert_eq!(a.scratch_left() + b.scratch_left(), 0);
+}
+
+/// Checks that `out` linked examples/hello as `want`, every job through the wrapper; its stderr.
+pub(super) fn linked_on_hosts(s: &Space, out: &std::process::Output, want: &[u8]) -> String {
+    assert_linked(out);
+    let err = stderr(out);
+    assert_eq!(
+        fs::read(s.path("hello")).unwrap(),
+        want,
+        "the same program: {err}"
+    );
+    assert_eq!(s.run_program("hello"), HELLO);
+    assert!(
+        err.contains("(0 local, 5 via wrapper, 0 fell back)"),
+        "{err}"
+    );
+    err
 }
 
 /// An entry that counts the bundles on the hosts at once (each leaves a file in

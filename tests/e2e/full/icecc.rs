@@ -2,7 +2,7 @@
 //! and two iceccd, each in a network namespace of its own (tests/hosts/icecc.sh), the
 //! environment made by `dtlto-bridge host setup --icecc`.
 
-use crate::space::{assert_linked, require, stderr, Space, BRIDGE, HELLO};
+use crate::space::{assert_linked, require, stderr, Space, BRIDGE};
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -100,18 +100,7 @@ fn hello_links_through_two_iceccd_hosts_byte_for_byte() {
     .env("ICECC_TEST_SOCKET", &cluster.socket)
     .env("ICECC_VERSION", &version);
     let out = link.output().unwrap();
-    assert_linked(&out);
-    let err = stderr(&out);
-    assert_eq!(
-        fs::read(s.path("hello")).unwrap(),
-        want,
-        "the same program: {err}"
-    );
-    assert_eq!(s.run_program("hello"), HELLO);
-    assert!(
-        err.contains("(0 local, 5 via wrapper, 0 fell back)"),
-        "{err}"
-    );
+    let err = super::hosts::linked_on_hosts(&s, &out, &want);
     let (h1, h2) = (cluster.compiled("h1"), cluster.compiled("h2"));
     assert_eq!(h1 + h2, 5, "every job compiled on a host: {err}");
     let on = format!("on hosts: h1 {h1}, h2 {h2};");
