@@ -7,7 +7,8 @@
 //!
 //! It knows one job; it does not know the link, the daemon that started it, or the network.
 
-use super::format::{self, Bundle, Manifest};
+use super::compilers::{BESIDE, COMPILER_VAR};
+use super::format::{self, Bundle};
 use super::scratch::Scratch;
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -20,19 +21,14 @@ pub const NAME: &str = "dtlto-clang";
 pub const HERE_VAR: &str = "DTLTO_CLANG_HERE";
 /// A host's name for the reports, when not its hostname (several daemons on one machine).
 pub const HOST_VAR: &str = "DTLTO_CLANG_HOST";
-/// The compiler a host runs when the bundle's path and name are not found.
-pub const COMPILER_VAR: &str = "DTLTO_CLANG_COMPILER";
 /// How every line the entry writes for `send` starts.
 pub const MARK: &str = "dtlto-clang: ";
 /// What follows MARK when the job compiled on a host.
 pub const COMPILED: &str = "compiled on ";
 /// What follows MARK when a host refused the job (then `HOST: reason`).
 pub const REFUSED: &str = "refused on ";
-
-/// The name of the real compiler beside the entry where the entry takes the compiler's name (an
-/// icecream environment runs `/usr/bin/clang`: there the entry is `clang`, the compiler
-/// `clang.real`).
-pub const BESIDE: &str = "clang.real";
+/// What follows MARK when the wrapper ran the bundle on the linking machine.
+pub const NOT_SENT: &str = "not sent: ";
 
 /// Whether the program reached as `argv0` is the entry: named `dtlto-clang`, or `clang` with
 /// the real compiler beside it (an icecream environment).
@@ -54,8 +50,8 @@ pub fn main(me: &Path, args: &[String]) -> i32 {
     }
     if std::env::var_os(HERE_VAR).is_some() {
         eprintln!(
-            "{MARK}{REFUSED}{host}: this is the linking machine (the wrapper found no host, or \
-             a host failed the job): the link runs it here itself"
+            "{MARK}{NOT_SENT}the wrapper ran the bundle on the linking machine: no host took \
+             it, or a host failed it"
         );
         return 1;
     }
@@ -149,7 +145,7 @@ fn read_bundle(input: Option<&Path>) -> Result<Vec<u8>, String> {
 
 /// What the compiler says its target is (`-dumpmachine`), for icecc on the linking machine.
 fn dumpmachine(me: &Path) -> i32 {
-    let compiler = candidates(me, None).into_iter().next();
+    let compiler = super::compilers::allowed(me, None).ok();
     let status = compiler.map(|c| Command::new(c).arg("-dumpmachine").status());
     match status {
         Some(Ok(s)) => s.code().unwrap_or(1),
@@ -168,7 +164,7 @@ fn run(me: &Path, args: &[String]) -> Result<(String, i32), String> {
     if let Some(why) = super::args::refused(&bundle.manifest) {
         return Err(format!("bad bundle: {why}"));
     }
-    let compiler = find_compiler(me, &bundle.manifest)?;
+    let compiler = super::compilers::find(me, &bundle.manifest)?;
     let scratch = Scratch::create(&scratch_base())?;
     unpack(&bundle, scratch.path())?;
     // Stdin a pipe closed at once, not /dev/null: an icecream environment's chroot has no /dev.
@@ -221,118 +217,4 @@ fn scratch_base() -> PathBuf {
         .into_iter()
         .find(|d| d.is_dir())
         .unwrap_or_else(|| PathBuf::from("."))
-}
-
-/// The compilers the entry may run, in order: the host's setting DTLTO_CLANG_COMPILER, the
-/// real compiler beside an entry named clang (`BESIDE`), the bundle's path when it is absolute
-/// and there, its name on PATH; never the entry itself.
-fn candidates(me: &Path, m: Option<&Manifest>) -> Vec<PathBuf> {
-    let named = m.map(|m| Path::new(&m.compiler.path));
-    let name = named.and_then(Path::file_name).unwrap_or("clang".as_ref());
-    let itself = std::fs::metadata(me).ok().map(|m| {
-        use std::os::unix::fs::MetadataExt;
-        (m.dev(), m.ino())
-    });
-    let is_me = |p: &PathBuf| {
-        use std::os::unix::fs::MetadataExt;
-        std::fs::metadata(p).is_ok_and(|m| Some((m.dev(), m.ino())) == itself)
-    };
-    [
-        std::env::var_os(COMPILER_VAR).map(PathBuf::from),
-        Some(me.with_file_name(BESIDE)).filter(|p| p.is_file() && reached(&me.to_string_lossy())),
-        named
-            .map(Path::to_path_buf)
-            .filter(|p| p.is_absolute() && p.is_file()),
-        which::which(name).ok(),
-    ]
-    .into_iter()
-    .flatten()
-    .filter(|p| !is_me(p))
-    .collect()
-}
-
-/// The compiler to run (the first of `candidates`), refused when its version is not the
-/// bundle's.
-fn find_compiler(me: &Path, m: &Manifest) -> Result<PathBuf, String> {
-    let found = candidates(me, Some(m)).into_iter().next().ok_or_else(|| {
-        format!(
-            "no compiler {} here (no {COMPILER_VAR}, not at that path, not on PATH)",
-            m.compiler.path
-        )
-    })?;
-    let version = remembered_version(&found)?;
-    if version != m.compiler.version {
-        return Err(format!(
-            "the compiler here, {}, is {version:?}; the bundle was made for {:?}",
-            found.display(),
-            m.compiler.version
-        ));
-    }
-    Ok(found)
-}
-
-/// The directory in TMPDIR where the entry remembers compilers' versions (this user's, 0700).
-const VERSIONS: &str = "dtlto-clang-versions";
-
-/// `version_line`, remembered in TMPDIR by the binary's identity (its canonical path, device,
-/// inode, size, modification and change times: a binary replaced or changed is asked again),
-/// so that a host does not start clang twice per job. Asked every time where nothing can be
-/// remembered safely.
-fn remembered_version(compiler: &Path) -> Result<String, String> {
-    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
-    let key = std::fs::canonicalize(compiler).and_then(|real| {
-        let m = std::fs::metadata(&real)?;
-        let key = format!(
-            "{}\0{}\0{}\0{}\0{}.{}\0{}.{}",
-            real.display(),
-            m.dev(),
-            m.ino(),
-            m.size(),
-            m.mtime(),
-            m.mtime_nsec(),
-            m.ctime(),
-            m.ctime_nsec()
-        );
-        Ok(crate::util::fsutil::sha256_hex(key.as_bytes()))
-    });
-    let dir = std::env::temp_dir().join(VERSIONS);
-    let _ = std::fs::DirBuilder::new().mode(0o700).create(&dir);
-    let uid = rustix::process::getuid().as_raw();
-    let ours = std::fs::symlink_metadata(&dir)
-        .is_ok_and(|m| m.is_dir() && m.uid() == uid && m.mode() & 0o077 == 0);
-    let file = match (key, ours) {
-        (Ok(key), true) => dir.join(&key[..32]),
-        _ => return version_line(compiler),
-    };
-    if let Ok(line) = std::fs::read_to_string(&file) {
-        if !line.is_empty() && !line.contains('\n') {
-            return Ok(line);
-        }
-    }
-    let line = version_line(compiler)?;
-    // Best effort: not remembered only means asked again.
-    let temp = file.with_extension(format!("{}", std::process::id()));
-    if std::fs::write(&temp, &line).is_ok() {
-        let _ = std::fs::rename(&temp, &file);
-    }
-    Ok(line)
-}
-
-/// The first line `compiler --version` prints.
-pub fn version_line(compiler: &Path) -> Result<String, String> {
-    // Pipes, not /dev/null (see `run`); `output` closes stdin at once.
-    let out = Command::new(compiler)
-        .arg("--version")
-        .stdin(Stdio::piped())
-        .stderr(Stdio::piped())
-        .output()
-        .map_err(|e| format!("run {} --version: {e}", compiler.display()))?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    match text.lines().next() {
-        Some(line) if out.status.success() && !line.is_empty() => Ok(line.to_string()),
-        _ => Err(format!(
-            "{} --version printed no version",
-            compiler.display()
-        )),
-    }
 }

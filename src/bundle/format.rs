@@ -13,7 +13,7 @@ pub const MAGIC: &[u8] = b"DTLTO-BRIDGE BUNDLE 1\n";
 /// The longest manifest read.
 const MAX_MANIFEST: u64 = 16 << 20;
 /// The most files a bundle may hold (OpenSSL's largest job reads 199).
-pub const MAX_FILES: usize = 10_000;
+const MAX_FILES: usize = 10_000;
 /// The largest bundle read (distcc carries at most 4 GiB; one job reads a few MB).
 pub const MAX_BUNDLE: u64 = 2 << 30;
 /// The longest name inside.
@@ -147,7 +147,7 @@ pub fn read(data: &[u8]) -> Result<Bundle<'_>, String> {
 }
 
 /// Why a name inside cannot be a plain file of the scratch directory, if it cannot.
-pub fn name_problem(name: &str) -> Option<&'static str> {
+fn name_problem(name: &str) -> Option<&'static str> {
     if name.is_empty() || name.len() > MAX_NAME {
         return Some("is empty or too long");
     }

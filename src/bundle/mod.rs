@@ -3,15 +3,18 @@
 //! imports. So each job is packed into one file (`format`, `pack`: the job as its content-keyed
 //! REAPI action names its files) and sent as `dtlto-clang -c JOB.i -o JOB.o` (`send`); on the
 //! host, dtlto-bridge reached as `dtlto-clang` (`entry`) checks the bundle as untrusted input
-//! (`format`, `args`), unpacks it in a scratch directory (`scratch`), runs the same clang and
-//! returns the object. `setup` makes a host ready.
+//! (`format`, `args`), unpacks it in a scratch directory (`scratch`), runs the same clang, as
+//! the host allows (`compilers`), and returns the object. `setup` makes a distcc host ready,
+//! `icecc` an icecream environment.
 //!
 //! It knows the bundle, the entry and what distcc and icecc need of them; it does not schedule
 //! jobs or know the link's other paths.
 
 pub(crate) mod args;
+pub(crate) mod compilers;
 pub(crate) mod entry;
 pub(crate) mod format;
+pub(crate) mod icecc;
 pub(crate) mod pack;
 pub(crate) mod scratch;
 pub(crate) mod send;
@@ -29,38 +32,79 @@ pub fn sends_bundles(wrapper: &[String]) -> bool {
         && !crate::job::wrapper::has_placeholders(wrapper)
 }
 
-/// The wrapper that carries a bundle: `pump` (distcc's include server, which a bundle does not
-/// need) sends through plain `distcc`.
-pub fn carrier(wrapper: &[String]) -> Vec<String> {
-    match wrapper.first().and_then(|w| Path::new(w).file_name()) {
-        Some(name) if name == "pump" => std::iter::once("distcc".to_string())
-            .chain(wrapper[1..].iter().cloned())
-            .collect(),
-        _ => wrapper.to_vec(),
-    }
+/// How bundles go through the wrapper: its words, and the environment it needs.
+pub struct Carrier {
+    pub words: Vec<String>,
+    pub env: Vec<(String, String)>,
+    /// How many bundles may be on hosts at once.
+    pub slots: usize,
 }
 
-/// How many bundles may be on hosts at once: for distcc, what `distcc -j` says its hosts take
-/// (DISTCC_HOSTS' slots); icecream's scheduler queues them itself, so `ICECC_JOBS` of them.
-pub fn host_slots(wrapper: &[String]) -> usize {
-    let first = Path::new(&wrapper[0]);
-    let name = first.file_name().and_then(|n| n.to_str()).unwrap_or("");
-    if name == "icecc" {
-        return ICECC_JOBS;
+/// The carrier of `wrapper`'s bundles, or why there is none. `pump` (distcc's include server,
+/// which a bundle does not need) sends through plain distcc. distcc's `localhost` entries are
+/// left out of its hosts (a bundle there would run on this machine, outside the link's slots),
+/// and the slots are what `distcc -j` says of the rest; icecream's scheduler queues bundles
+/// itself, so `ICECC_JOBS` of them.
+pub fn carrier(wrapper: &[String]) -> Result<Carrier, String> {
+    let name =
+        |w: Option<&String>| w.and_then(|w| Path::new(w).file_name()?.to_str().map(String::from));
+    let mut words = wrapper.to_vec();
+    if name(words.first()).as_deref() == Some("pump") {
+        words.remove(0);
+        if name(words.first()).as_deref() != Some("distcc") {
+            words.insert(0, "distcc".into());
+        }
     }
-    let distcc = if name == "pump" {
-        Path::new("distcc")
-    } else {
-        first
+    if name(words.first()).as_deref() == Some("icecc") {
+        let (env, slots) = (Vec::new(), ICECC_JOBS);
+        return Ok(Carrier { words, env, slots });
+    }
+    let (hosts, dropped) = distcc_hosts();
+    if hosts.split_whitespace().all(|h| h.starts_with("--")) && dropped {
+        return Err("its hosts (DISTCC_HOSTS) name no machine but this one (localhost)".into());
+    }
+    let env: Vec<(String, String)> = match dropped {
+        true => vec![("DISTCC_HOSTS".into(), hosts)],
+        false => Vec::new(),
     };
-    std::process::Command::new(distcc)
+    let slots = std::process::Command::new(&words[0])
         .arg("-j")
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .stderr(std::process::Stdio::null())
         .output()
         .ok()
         .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
         .filter(|n: &usize| *n > 0)
-        .unwrap_or(DISTCC_JOBS)
+        .unwrap_or(DISTCC_JOBS);
+    Ok(Carrier { words, env, slots })
+}
+
+/// distcc's hosts as it reads them (DISTCC_HOSTS, else `$DISTCC_DIR/hosts` or
+/// `~/.distcc/hosts`, else `/etc/distcc/hosts`) without its `localhost` entries, and whether
+/// there were any.
+fn distcc_hosts() -> (String, bool) {
+    let dir = std::env::var_os("DISTCC_DIR")
+        .map(std::path::PathBuf::from)
+        .or_else(|| std::env::home_dir().map(|h| h.join(".distcc")));
+    let text = std::env::var("DISTCC_HOSTS").ok().or_else(|| {
+        let files = dir.map(|d| d.join("hosts")).into_iter();
+        files
+            .chain([std::path::PathBuf::from("/etc/distcc/hosts")])
+            .find_map(|f| std::fs::read_to_string(f).ok())
+    });
+    without_localhost(&text.unwrap_or_default())
+}
+
+/// distcc's host list `text` without its `localhost` entries, and whether it had any.
+fn without_localhost(text: &str) -> (String, bool) {
+    let words: Vec<&str> = text
+        .lines()
+        .map(|l| l.split('#').next().unwrap_or(""))
+        .flat_map(str::split_whitespace)
+        .collect();
+    let local = |w: &&str| *w == "localhost" || w.starts_with("localhost/");
+    let kept: Vec<&str> = words.iter().copied().filter(|w| !local(w)).collect();
+    (kept.join(" "), kept.len() != words.len())
 }
 
 /// Bundles in flight through icecc: its scheduler holds those its hosts cannot take yet.
@@ -77,6 +121,25 @@ pub fn compiler(program: &str) -> Result<format::Compiler, String> {
     };
     Ok(format::Compiler {
         path: program.to_string(),
-        version: entry::version_line(&path)?,
+        version: compilers::version_line(&path)?,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pump_sends_through_distcc_and_localhost_is_no_host() {
+        let words = |w: &[&str]| carrier(&w.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        assert_eq!(words(&["pump", "distcc"]).unwrap().words, ["distcc"]);
+        assert_eq!(words(&["/usr/bin/pump"]).unwrap().words, ["distcc"]);
+        assert_eq!(words(&["icecc"]).unwrap().slots, ICECC_JOBS);
+        let hosts = "localhost/2 a:3632/8,lzo # build farm\nlocalhost b/4 --localslots=2\n";
+        assert_eq!(
+            without_localhost(hosts),
+            ("a:3632/8,lzo b/4 --localslots=2".to_string(), true)
+        );
+        assert_eq!(without_localhost("a b"), ("a b".to_string(), false));
+    }
 }

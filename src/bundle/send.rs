@@ -9,7 +9,7 @@
 //! the job again on a local slot with its fallback warning. It knows one job; it does not know
 //! the scheduler or the hosts.
 
-use super::entry::{COMPILED, HERE_VAR, MARK, NAME, REFUSED};
+use super::entry::{COMPILED, HERE_VAR, MARK, NAME, NOT_SENT, REFUSED};
 use super::format::Compiler;
 use crate::job::outcome::Sent;
 use serde::{Deserialize, Serialize};
@@ -26,6 +26,8 @@ pub struct Spec {
     pub outputs: Vec<String>,
     pub compiler: Compiler,
     pub wrapper: Vec<String>,
+    /// More of the wrapper's environment (`Carrier::env`).
+    pub env: Vec<(String, String)>,
     /// The directory holding the `dtlto-clang` link, put first on the wrapper's PATH.
     pub entry_dir: PathBuf,
 }
@@ -41,9 +43,8 @@ pub fn main(spec_path: &Path) -> i32 {
         crate::report::error(&format!("send the job as a bundle: {what}"));
         1
     };
-    let spec: Spec = match std::fs::read(spec_path)
-        .map_err(|e| e.to_string())
-        .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
+    let read = std::fs::read(spec_path).map_err(|e| e.to_string());
+    let spec: Spec = match read.and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
     {
         Ok(s) => s,
         Err(e) => return fail(format!("read {}: {e}", spec_path.display())),
@@ -64,12 +65,15 @@ pub fn main(spec_path: &Path) -> i32 {
     let [out] = spec.outputs.as_slice() else {
         return fail(format!("it has {} outputs, not one", spec.outputs.len()));
     };
+    let env: Vec<(&str, &str)> = (spec.env.iter())
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
     let through = Through {
         wrapper: &spec.wrapper,
         entry_dir: &spec.entry_dir,
         cwd: &spec.cwd,
         compiler: &spec.compiler.path,
-        env: &[],
+        env: &env,
     };
     let (code, mut sent) = through.run(&bundle, &spec.cwd.join(out));
     sent.bytes = bytes;
@@ -107,7 +111,7 @@ impl Through<'_> {
             .current_dir(self.cwd)
             .env("PATH", std::env::join_paths(dirs).unwrap_or(path))
             .env(HERE_VAR, "1")
-            .env(super::entry::COMPILER_VAR, self.compiler)
+            .env(super::compilers::COMPILER_VAR, self.compiler)
             .envs(self.env.iter().copied())
             .stdin(Stdio::null())
             .stderr(Stdio::piped());
@@ -137,6 +141,7 @@ fn relay(mut child: std::process::Child, wrapper: &str, out: &Path) -> (i32, Sen
                 let host = rest[COMPILED.len()..].split(" with ").next().unwrap_or("");
                 sent.host = Some(host.to_string());
             }
+            Some(rest) if rest.starts_with(NOT_SENT) => sent.here = true,
             Some(rest) if rest.starts_with(REFUSED) => {
                 sent.refused.push(rest[REFUSED.len()..].to_string());
                 let _ = writeln!(err, "{text}");
@@ -164,4 +169,53 @@ fn relay(mut child: std::process::Child, wrapper: &str, out: &Path) -> (i32, Sen
         Err(_) => 1,
     };
     (code, sent)
+}
+
+/// Why a job whose bundle did not compile on a host ran here, in one line that jobs alike
+/// share (so a link of a thousand jobs says it once): the first host's refusal, or, when the
+/// wrapper ran it here, the wrapper's first error (`distcc[PID] ERROR: ...`, its PID and
+/// function dropped). None when nothing is known beyond the wrapper's stderr.
+pub fn fallback_reason(sent: &Sent, stderr: &str) -> Option<String> {
+    if let Some(first) = sent.refused.first() {
+        return Some(format!("refused on {first}"));
+    }
+    if !sent.here {
+        return None;
+    }
+    let error = stderr.lines().find_map(|l| {
+        let at = l.find("ERROR: ").or_else(|| l.find("Warning: "))?;
+        Some(l[at..].to_string())
+    });
+    Some(match error {
+        Some(e) => format!("no host took its bundle: {e}"),
+        None => "no host took its bundle".to_string(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fallback_says_why_in_words_alike_jobs_share() {
+        let refused = Sent {
+            refused: vec!["b: the compiler here is 19".into()],
+            ..Sent::default()
+        };
+        assert_eq!(
+            fallback_reason(&refused, "anything").as_deref(),
+            Some("refused on b: the compiler here is 19")
+        );
+        let here = Sent {
+            here: true,
+            ..Sent::default()
+        };
+        let stderr = "distcc[17] (dcc_connect) ERROR: nonblocking connect to 127.0.0.1:1 failed\n\
+                      dtlto-clang: not sent: ...\n";
+        assert_eq!(
+            fallback_reason(&here, stderr).as_deref(),
+            Some("no host took its bundle: ERROR: nonblocking connect to 127.0.0.1:1 failed")
+        );
+        assert_eq!(fallback_reason(&Sent::default(), stderr), None);
+    }
 }

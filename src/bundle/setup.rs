@@ -1,7 +1,8 @@
 //! Setup: a distcc host made ready for bundles in one idempotent step (`dtlto-bridge host
 //! setup`): the `dtlto-clang` link to this binary, and a DISTCC_CMDLIST file that allows it
-//! beside the compilers /usr/lib/distcc already allows (so nothing under /usr is written); and
-//! `host check`, a probe bundle sent through the wrapper that says which clang a host runs.
+//! beside the compilers /usr/lib/distcc already allows (so nothing under /usr is written), and
+//! the list of compilers bundles may run there; and `host check`, a probe bundle sent through
+//! the wrapper that says which clang a host runs. (The icecream environment: `icecc`.)
 //!
 //! It says what it did; it does not start or restart distccd.
 
@@ -53,13 +54,45 @@ pub fn setup(exe: &Path, dir: &Path) -> Result<Vec<String>, String> {
             file.display()
         ));
     }
+    said.push(allow_compilers(dir)?);
     said.push(format!(
-        "start distccd with DISTCC_CMDLIST={} in its environment (and {} beside it if the \
-         compiler is elsewhere than the links' path)",
-        file.display(),
-        super::entry::COMPILER_VAR
+        "start distccd with DISTCC_CMDLIST={} in its environment",
+        file.display()
     ));
     Ok(said)
+}
+
+/// Writes the compilers the entry may run (`compilers::ALLOWED`): each clang on PATH.
+fn allow_compilers(dir: &Path) -> Result<String, String> {
+    use super::compilers::{on_path, ALLOWED};
+    let found = on_path();
+    let file = dir.join(ALLOWED);
+    if found.is_empty() {
+        return Ok(format!(
+            "found no clang on PATH: bundles run only with {} set for distccd, or compilers \
+             listed in {}",
+            super::compilers::COMPILER_VAR,
+            file.display()
+        ));
+    }
+    let text: String = found.iter().map(|p| format!("{}\n", p.display())).collect();
+    let names: Vec<String> = found.iter().map(|p| p.display().to_string()).collect();
+    if std::fs::read_to_string(&file).is_ok_and(|t| t == text) {
+        return Ok(format!(
+            "{} already allows {}",
+            file.display(),
+            names.join(", ")
+        ));
+    }
+    let temp = dir.join(format!(".{ALLOWED}.{}", std::process::id()));
+    std::fs::write(&temp, &text)
+        .and_then(|()| std::fs::rename(&temp, &file))
+        .map_err(|e| format!("write {}: {e}", file.display()))?;
+    Ok(format!(
+        "wrote {}: bundles may run {}",
+        file.display(),
+        names.join(", ")
+    ))
 }
 
 /// The DISTCC_CMDLIST text: the entry, then each compiler /usr/lib/distcc allows that is on
@@ -97,8 +130,14 @@ pub fn check(
 ) -> Result<String, String> {
     use super::format::{self, Entry, Manifest};
     let shown = host.unwrap_or("the wrapper's hosts");
-    let program = compiler;
-    let compiler = super::compiler(compiler)?;
+    // By where it really is, as lld names it in a job (`/usr/lib/llvm-22/bin/clang`).
+    let program = which::which(compiler)
+        .map_err(|e| e.to_string())
+        .and_then(|p| std::fs::canonicalize(p).map_err(|e| e.to_string()))
+        .map_err(|e| format!("find the compiler {compiler}: {e}"))?;
+    let program = program.to_string_lossy();
+    let compiler = super::compiler(&program)?;
+    let carrier = super::carrier(wrapper)?;
     let dir = tempfile::Builder::new()
         .prefix("dtlto-bridge-probe.")
         .tempdir()
@@ -119,12 +158,17 @@ pub fn check(
     format::write(&mut buf, &manifest, &[source])
         .and_then(|()| std::fs::write(&bundle, &buf))
         .map_err(|e| format!("write the probe bundle: {e}"))?;
-    let env: Vec<(&str, &str)> = host.map(|h| ("DISTCC_HOSTS", h)).into_iter().collect();
+    let env: Vec<(&str, &str)> = match host {
+        Some(h) => vec![("DISTCC_HOSTS", h)],
+        None => (carrier.env.iter())
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect(),
+    };
     let through = super::send::Through {
-        wrapper,
+        wrapper: &carrier.words,
         entry_dir: dir.path(),
         cwd: dir.path(),
-        compiler: program,
+        compiler: &program,
         env: &env,
     };
     let out = dir.path().join("probe.o");
@@ -135,100 +179,14 @@ pub fn check(
             manifest.compiler.version
         )),
         (_, _, Some(why)) => Err(format!("{shown} refused the probe bundle: {why}")),
+        (_, _, None) if sent.here => Err(format!(
+            "no host took the probe bundle ({} ran it on this machine: {shown} down, or not \
+             allowing dtlto-clang; its stderr is above)",
+            wrapper[0]
+        )),
         (code, _, None) => Err(format!(
             "{shown} did not compile the probe bundle ({} exited {code}; its stderr is above)",
             wrapper[0]
-        )),
-    }
-}
-
-/// Writes an icecream environment for bundles into `dir`: `icecc-create-env --clang` of
-/// `compiler`, with the real compiler renamed `clang.real` and this binary as `/usr/bin/clang`
-/// (iceccd runs the environment's `/usr/bin/clang` for every job whose compiler is a clang),
-/// repacked in one order with fixed times and named by its content, since iceccd keeps
-/// environments by name. Returns what it did, the ICECC_VERSION value last.
-pub fn icecc_env(exe: &Path, dir: &Path, compiler: &str) -> Result<Vec<String>, String> {
-    let clang = which::which(compiler).map_err(|e| format!("find the compiler {compiler}: {e}"))?;
-    let work = tempfile::Builder::new()
-        .prefix(".dtlto-clang-icecc.")
-        .tempdir_in(dir)
-        .map_err(|e| format!("make a directory in {}: {e}", dir.display()))?;
-    let made = std::process::Command::new("icecc-create-env")
-        .arg("--clang")
-        .arg(&clang)
-        .current_dir(work.path())
-        .output()
-        .map_err(|e| format!("run icecc-create-env (is icecream installed?): {e}"))?;
-    let tarball = std::fs::read_dir(work.path())
-        .map_err(|e| e.to_string())?
-        .flatten()
-        .map(|e| e.path())
-        .find(|p| p.to_string_lossy().ends_with(".tar.gz"))
-        .ok_or_else(|| {
-            format!(
-                "icecc-create-env --clang {} wrote no environment: {}",
-                clang.display(),
-                String::from_utf8_lossy(&made.stderr).trim()
-            )
-        })?;
-    let tree = work.path().join("tree");
-    std::fs::create_dir(&tree).map_err(|e| e.to_string())?;
-    tar(&["-xzf"], &tarball, &tree)?;
-    let bin = tree.join("usr/bin");
-    std::fs::rename(bin.join("clang"), bin.join(super::entry::BESIDE))
-        .map_err(|e| format!("rename the environment's clang: {e}"))?;
-    std::fs::copy(exe, bin.join("clang")).map_err(|e| format!("copy {}: {e}", exe.display()))?;
-    let packed = work.path().join("env.tar.gz");
-    let made = std::process::Command::new("sh")
-        .arg("-c")
-        .arg("tar -C \"$1\" --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -cf - . | gzip -n -1 > \"$2\"")
-        .arg("sh")
-        .arg(&tree)
-        .arg(&packed)
-        .status()
-        .map_err(|e| format!("run tar: {e}"))?;
-    if !made.success() {
-        return Err(format!("pack the environment: tar exited {made}"));
-    }
-    let bytes = std::fs::read(&packed).map_err(|e| format!("read {}: {e}", packed.display()))?;
-    let name = format!(
-        "dtlto-clang-icecc-{}.tar.gz",
-        &crate::util::fsutil::sha256_hex(&bytes)[..16]
-    );
-    let out = dir.join(&name);
-    let said = if out.is_file() {
-        format!("{} is already there", out.display())
-    } else {
-        std::fs::rename(&packed, &out).map_err(|e| format!("write {}: {e}", out.display()))?;
-        format!(
-            "wrote {}: {} as clang.real, {} as clang",
-            out.display(),
-            clang.display(),
-            exe.display()
-        )
-    };
-    let version = format!("{}:{}", std::env::consts::ARCH, out.display());
-    Ok(vec![
-        said,
-        format!("on the linking machine: ICECC_VERSION={version}"),
-    ])
-}
-
-/// Runs `tar FLAGS FILE -C DIR`.
-fn tar(flags: &[&str], file: &Path, dir: &Path) -> Result<(), String> {
-    let status = std::process::Command::new("tar")
-        .args(flags)
-        .arg(file)
-        .arg("-C")
-        .arg(dir)
-        .status()
-        .map_err(|e| format!("run tar: {e}"))?;
-    match status.success() {
-        true => Ok(()),
-        false => Err(format!(
-            "tar {} {} exited {status}",
-            flags.join(" "),
-            file.display()
         )),
     }
 }

@@ -1,7 +1,7 @@
 //! Host: `host setup` (this machine made a distcc host for bundles) and `host check` (a probe
 //! bundle through the wrapper, per host), printing what each did or found, one line each.
 //!
-//! It is glue: the work is `bundle::setup`'s.
+//! It is glue: the work is `bundle::setup`'s and `bundle::icecc`'s.
 
 use crate::bundle::setup;
 use crate::cli::HostCommand;
@@ -22,7 +22,7 @@ pub fn host(command: &HostCommand) -> Result<(), Fail> {
                 println!("{line}");
             }
             if let Some(clang) = icecc {
-                let said = setup::icecc_env(&exe, &dir, clang).map_err(|e| {
+                let said = crate::bundle::icecc::env(&exe, &dir, clang).map_err(|e| {
                     Fail::environment(format!("write the icecream environment: {e}"))
                 })?;
                 for line in said {

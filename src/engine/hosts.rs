@@ -30,6 +30,10 @@ pub(super) fn start(p: &Prepared<'_>, dir: &Utf8Path, order: &[usize]) -> Option
         ));
         None
     };
+    let carrier = match bundle::carrier(&p.wrapper) {
+        Ok(c) => c,
+        Err(why) => return skip(why),
+    };
     let program = p.file.jobs.first()?.command.words().next()?.to_string();
     let compiler = match bundle::compiler(&program) {
         Ok(c) => c,
@@ -53,7 +57,8 @@ pub(super) fn start(p: &Prepared<'_>, dir: &Utf8Path, order: &[usize]) -> Option
             inputs: job.inputs.iter().map(|s| s.to_string()).collect(),
             outputs: job.outputs.iter().map(|s| s.to_string()).collect(),
             compiler: compiler.clone(),
-            wrapper: bundle::carrier(&p.wrapper),
+            wrapper: carrier.words.clone(),
+            env: carrier.env.clone(),
             entry_dir: entry_dir.clone().into(),
         };
         let path = rundir::send_spec(dir, index);
@@ -65,7 +70,7 @@ pub(super) fn start(p: &Prepared<'_>, dir: &Utf8Path, order: &[usize]) -> Option
         }
     }
     Some(Hosts {
-        slots: bundle::host_slots(&p.wrapper),
+        slots: carrier.slots,
         exe,
     })
 }

@@ -9,7 +9,7 @@ use crate::exec::process::Watch;
 use crate::exec::rundir;
 use crate::exec::sched::JobRecord;
 use crate::exec::server;
-use crate::job::outcome::{Outcome, RemoteEnd};
+use crate::job::outcome::{Fallback, Outcome, RemoteEnd, Sent};
 use crate::job::output;
 use std::fs;
 use std::process::ExitStatus;
@@ -101,6 +101,22 @@ fn finish(
     }
 }
 
+/// A fallback of a job sent as a bundle says why in one line jobs alike share, without the
+/// wrapper's stderr (`bundle::send::fallback_reason`); the report keeps it per job (`sent`).
+fn bundle_fallback(fallback: Option<Fallback>, sent: Option<&Sent>) -> Option<Fallback> {
+    let (fallback, sent) = match (fallback, sent) {
+        (Some(f), Some(s)) => (f, s),
+        (f, _) => return f,
+    };
+    match crate::bundle::send::fallback_reason(sent, &fallback.stderr) {
+        Some(reason) => Some(Fallback {
+            reason,
+            stderr: String::new(),
+        }),
+        None => Some(fallback),
+    }
+}
+
 /// Each job's outcome from its record, with the stderr of its attempts from the private
 /// directory.
 fn outcomes(p: &Prepared<'_>, records: &[JobRecord]) -> Vec<Outcome> {
@@ -111,7 +127,7 @@ fn outcomes(p: &Prepared<'_>, records: &[JobRecord]) -> Vec<Outcome> {
             .unwrap_or_default()
     };
     // Where a bundle went, as `__send` recorded it beside its spec.
-    let sent = |index: usize| {
+    let sent = |index: usize| -> Option<Sent> {
         let spec = rundir::send_spec(dir?, index);
         let (_, record) = crate::bundle::send::paths(spec.as_std_path());
         serde_json::from_slice(&fs::read(record).ok()?).ok()
@@ -125,7 +141,7 @@ fn outcomes(p: &Prepared<'_>, records: &[JobRecord]) -> Vec<Outcome> {
                 index,
                 start: r.attempts.first().map(|a| a.status.start),
                 ran: r.ran(),
-                fallback: r.fallback(|| read(index, 0)),
+                fallback: bundle_fallback(r.fallback(|| read(index, 0)), sent(index).as_ref()),
                 stderr: if r.attempts.is_empty() {
                     String::new()
                 } else {

@@ -214,9 +214,19 @@ pub struct Sent {
     /// The host that compiled it, when one did.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub host: Option<String>,
-    /// What hosts (or this machine) said when they refused it: `HOST: reason`.
+    /// What hosts said when they refused it: `HOST: reason`.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub refused: Vec<String>,
+    /// The wrapper ran it on this machine (no host took it, or one failed it).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub here: bool,
     /// The bundle's size.
     pub bytes: u64,
+}
+
+impl Sent {
+    /// Whether the bundle reached a host.
+    pub fn shipped(&self) -> bool {
+        self.host.is_some() || !self.refused.is_empty()
+    }
 }

@@ -54,7 +54,8 @@ pub struct Totals {
     /// Jobs compiled on each of the wrapper's hosts, by the host's name.
     #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub hosts: std::collections::BTreeMap<String, usize>,
-    /// The bundles' bytes, added up (each job's imports are in its own bundle).
+    /// The bytes of the bundles that reached a host, added up (each job's imports are in its
+    /// own bundle).
     #[serde(skip_serializing_if = "is_zero")]
     pub bundle_bytes: u64,
 }
@@ -114,13 +115,7 @@ pub fn build(run: &RunInfo<'_>) -> LinkRecord {
                 error: s.and_then(|s| s.spawn_error.clone()),
                 ran: o.ran.name(),
                 remote: o.remote.clone(),
-                fallback_reason: o.fallback.as_ref().map(|f| {
-                    // A bundle's hosts say why they refused it better than the wrapper's status.
-                    match o.sent.as_ref().filter(|s| !s.refused.is_empty()) {
-                        Some(sent) => format!("refused: {}", sent.refused.join("; ")),
-                        None => f.reason.clone(),
-                    }
-                }),
+                fallback_reason: o.fallback.as_ref().map(|f| f.reason.clone()),
                 sent: o.sent.clone(),
                 ok: o.ok(),
                 input_bytes: run.input_bytes[o.index],
@@ -142,9 +137,8 @@ pub fn build(run: &RunInfo<'_>) -> LinkRecord {
         input_bytes: jobs.iter().map(|j| j.input_bytes).sum(),
         job_seconds: jobs.iter().filter_map(|j| j.seconds).sum(),
         hosts: hosts(&jobs),
-        bundle_bytes: jobs
-            .iter()
-            .filter_map(|j| j.sent.as_ref())
+        bundle_bytes: (jobs.iter().filter_map(|j| j.sent.as_ref()))
+            .filter(|s| s.shipped())
             .map(|s| s.bytes)
             .sum(),
     };
@@ -231,7 +225,7 @@ pub fn summary(r: &LinkRecord) -> String {
             r.backend
         ),
     };
-    if t.bundle_bytes > 0 {
+    if r.jobs.iter().any(|j| j.sent.is_some()) {
         let hosts: Vec<String> = (t.hosts.iter()).map(|(h, n)| format!("{h} {n}")).collect();
         let bytes = match t.bundle_bytes {
             b if b >= 1_000_000 => format!("{:.1} MB", b as f64 / 1e6),
@@ -241,7 +235,7 @@ pub fn summary(r: &LinkRecord) -> String {
             true => "none".to_string(),
             false => hosts.join(", "),
         };
-        line.push_str(&format!("; on hosts: {hosts}; {bytes} of bundles"));
+        line.push_str(&format!("; on hosts: {hosts}; {bytes} of bundles shipped"));
     }
     if let Some(slow) = r
         .jobs

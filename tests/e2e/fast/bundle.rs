@@ -134,6 +134,11 @@ fn a_host_whose_compiler_differs_refuses_and_the_job_runs_here() {
         "{err}"
     );
     assert!(err.contains("on hosts: none;"), "{err}");
+    assert_eq!(
+        err.matches("refused on fakehost").count(),
+        1,
+        "said once: {err}"
+    );
     assert!(
         err.contains("refused on fakehost: the compiler here, ")
             && err.contains(
@@ -144,7 +149,7 @@ fn a_host_whose_compiler_differs_refuses_and_the_job_runs_here() {
     let report: serde_json::Value = serde_json::from_str(&s.read("r.json")).unwrap();
     let why = report["jobs"][0]["fallback_reason"].as_str().unwrap();
     assert!(
-        why.starts_with("refused: fakehost: the compiler here"),
+        why.starts_with("refused on fakehost: the compiler here"),
         "{why}"
     );
     for i in 0..5 {
@@ -168,7 +173,14 @@ fn a_bundle_the_wrapper_runs_here_is_left_to_the_links_fallback() {
     let err = stderr(&out);
     assert!(out.status.success(), "{err}");
     assert!(err.contains("5 fell back"), "{err}");
-    assert!(err.contains("this is the linking machine"), "{err}");
+    assert!(
+        err.contains(
+            "5 jobs (job 0 (job0.native.o), job 1 (job1.native.o), job 2 \
+                      (job2.native.o), 2 more) failed through the wrapper (no host took its \
+                      bundle) and were run again locally"
+        ),
+        "one warning for them all: {err}"
+    );
 }
 
 /// A bundle by hand: the header, the manifest, the files.
@@ -196,11 +208,16 @@ fn bundle(compiler: &str, version: &str, files: &[(&str, &[u8])], args: &[&str])
     out
 }
 
-/// The entry as a daemon runs it, its bundle on stdin (`-`, as iceccd sends it) or named.
+/// The entry as a daemon runs it, its bundle on stdin (`-`, as iceccd sends it) or named; the
+/// host allows the compiler `clang` of this space (as `host setup` lists them).
 fn entry(s: &Space) -> Command {
     let link = s.path("dtlto-clang");
     if !link.exists() {
         std::os::unix::fs::symlink(BRIDGE, &link).unwrap();
+        s.write(
+            "dtlto-clang-compilers",
+            &format!("{}\n", s.path("clang").display()),
+        );
     }
     let mut cmd = s.program(&link, &[]);
     cmd.env_remove("DTLTO_CLANG_HERE")
