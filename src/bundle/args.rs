@@ -1,10 +1,10 @@
 //! Args: which of a bundle's command words the host entry runs clang with. It allows what a
 //! ThinLTO backend job carries, and nothing else: `-c`; one `-o` naming the bundle's object;
 //! the bundle's own files as inputs; `-x ir` (or `c`, for `host check`'s probe); the target;
-//! `-O`; code-generation flags (`-f`, `-m`, `-g`, `-W`, `-D`, `-U`, and `-mllvm` with an LLVM
-//! option) whose values name no path outside the scratch directory; `-fthinlto-index=` naming
-//! one of the bundle's files. Among the flags it refuses those that load code into clang
-//! (plug-ins) or pass words to other tools.
+//! `-O`; code-generation flags (`-f`, `-m`, `-g`, `-W`, `-D`, `-U`; not `-mllvm`, some of whose
+//! options run programs) whose values name no path; `-fthinlto-index=` naming one of the
+//! bundle's files. Among the flags it refuses those that load code into clang (plug-ins), run
+//! other tools or pass them words, or write caches and crash reports.
 //!
 //! It knows the words lld's DTLTO jobs have; a job with others (a `--thinlto-remote-compiler-arg`
 //! outside these families) is refused, and runs on the linking machine.
@@ -20,6 +20,10 @@ const REFUSED: &[(&str, &str)] = &[
     ("-Wl,", "passes words to the linker"),
     ("-Wp,", "passes words to the preprocessor"),
     ("-load", "loads a plug-in"),
+    ("-fno-integrated-as", "runs an assembler"),
+    ("-fmodules", "writes a module cache"),
+    ("-fimplicit-modules", "writes a module cache"),
+    ("-fcrash-diagnostics", "writes crash reports"),
 ];
 
 /// Flags whose value maps one path string to another in what clang writes, and reads no file.
@@ -61,15 +65,11 @@ pub fn refused(m: &Manifest) -> Option<String> {
                 l => Some(format!("its -x {} is not ir", l.unwrap_or(""))),
             },
             "-target" => triple(words.next().unwrap_or("")).map(|why| format!("its -target {why}")),
-            "-mllvm" => match words.next() {
-                Some(o) if o.starts_with('-') => {
-                    flag(o, &files).map(|why| format!("its -mllvm {o} {why}"))
-                }
-                o => Some(format!(
-                    "its -mllvm {} is not an LLVM option",
-                    o.unwrap_or("")
-                )),
-            },
+            // LLVM's own options reach too far (some run programs: -print-changed=dot-cfg).
+            "-mllvm" => Some(format!(
+                "its -mllvm {} is not a word a backend job carries here",
+                words.next().unwrap_or("")
+            )),
             _ => word(w, &files),
         };
         if why.is_some() {
@@ -170,8 +170,6 @@ mod tests {
             "o.o",
             "-x",
             "ir",
-            "-mllvm",
-            "-enable-foo=3",
             "-fdebug-prefix-map=/a=/b",
             "-ffile-prefix-map=/build/x=.",
             "-g",
@@ -198,10 +196,9 @@ mod tests {
             ),
             (&["-fprofile-use=../x"], "a flag's value may name none"),
             (
-                &["-mllvm", "-info-output-file=/etc/x"],
-                "a flag's value may name none",
+                &["-mllvm", "-info-output-file=x"],
+                "not a word a backend job carries",
             ),
-            (&["-mllvm", "x"], "not an LLVM option"),
             (&["-x", "c++"], "is not ir"),
             (&["-target", "x/../y"], "is not a target triple"),
             (&["-O9"], "no optimisation level"),

@@ -30,15 +30,15 @@ fn home(me: &Path) -> Option<PathBuf> {
     found.parent().map(Path::to_path_buf)
 }
 
-/// The compiler the entry reached as `me` may run for a bundle made with `m`'s compiler (any
-/// allowed one when `m` is None), or why none.
-pub fn allowed(me: &Path, m: Option<&Manifest>) -> Result<PathBuf, String> {
+/// The compilers the entry reached as `me` may run for a bundle made with `m`'s compiler (any
+/// allowed one when `m` is None), best first, or why none.
+pub fn allowed(me: &Path, m: Option<&Manifest>) -> Result<Vec<PathBuf>, String> {
     if let Some(set) = std::env::var_os(COMPILER_VAR) {
-        return Ok(PathBuf::from(set));
+        return Ok(vec![PathBuf::from(set)]);
     }
     let beside = me.with_file_name(BESIDE);
     if beside.is_file() {
-        return Ok(beside);
+        return Ok(vec![beside]);
     }
     let list = home(me).map(|d| d.join(ALLOWED));
     let text = list.as_ref().and_then(|l| std::fs::read_to_string(l).ok());
@@ -48,28 +48,33 @@ pub fn allowed(me: &Path, m: Option<&Manifest>) -> Result<PathBuf, String> {
              setup`) and no {COMPILER_VAR}"
         ));
     };
-    let entries: Vec<&Path> = text
-        .lines()
-        .filter(|l| !l.is_empty())
-        .map(Path::new)
+    let entries: Vec<PathBuf> = (text.lines().filter(|l| !l.is_empty()))
+        .map(PathBuf::from)
         .collect();
     let Some(m) = m else {
-        return entries
-            .first()
-            .map(|p| p.to_path_buf())
-            .ok_or("the list is empty".into());
+        return Ok(entries);
     };
-    // The same path, else the same file, else the same name.
+    // The same path, then the same file, then the same name.
     let named = Path::new(&m.compiler.path);
     let real = |p: &Path| std::fs::canonicalize(p).ok();
     let same_file =
-        |e: &&&Path| named.is_absolute() && real(named).is_some_and(|r| Some(r) == real(e));
-    let found = (entries.iter().find(|e| **e == named))
-        .or_else(|| entries.iter().find(same_file))
-        .or_else(|| entries.iter().find(|e| e.file_name() == named.file_name()));
-    match found {
-        Some(e) => Ok(e.to_path_buf()),
-        None => Err(format!(
+        |e: &PathBuf| named.is_absolute() && real(named).is_some_and(|r| Some(r) == real(e));
+    let mut found: Vec<PathBuf> = Vec::new();
+    let tests: [&dyn Fn(&PathBuf) -> bool; 3] = [&|e| e == named, &same_file, &|e| {
+        e.file_name() == named.file_name()
+    }];
+    for test in tests {
+        found.extend(
+            entries
+                .iter()
+                .filter(|e| test(e) && !found.contains(e))
+                .cloned()
+                .collect::<Vec<_>>(),
+        );
+    }
+    match found.is_empty() {
+        false => Ok(found),
+        true => Err(format!(
             "this host does not allow the compiler {} (not in {})",
             m.compiler.path,
             list.unwrap_or_default().display()
@@ -77,19 +82,24 @@ pub fn allowed(me: &Path, m: Option<&Manifest>) -> Result<PathBuf, String> {
     }
 }
 
-/// The compiler to run for a bundle made with `m`'s (`allowed`), refused when its version is
-/// not the bundle's.
+/// The compiler to run for a bundle made with `m`'s: the first of `allowed` whose version is
+/// the bundle's, or why none is.
 pub fn find(me: &Path, m: &Manifest) -> Result<PathBuf, String> {
-    let found = allowed(me, Some(m))?;
-    let version = remembered_version(&found)?;
-    if version != m.compiler.version {
-        return Err(format!(
-            "the compiler here, {}, is {version:?}; the bundle was made for {:?}",
-            found.display(),
-            m.compiler.version
-        ));
+    let candidates = allowed(me, Some(m))?;
+    let mut first = None;
+    for c in &candidates {
+        let version = remembered_version(c)?;
+        if version == m.compiler.version {
+            return Ok(c.clone());
+        }
+        first.get_or_insert((c, version));
     }
-    Ok(found)
+    let (c, version) = first.ok_or("no compiler")?;
+    Err(format!(
+        "the compiler here, {}, is {version:?}; the bundle was made for {:?}",
+        c.display(),
+        m.compiler.version
+    ))
 }
 
 /// The compilers on PATH a host allows by default: each `clang` and `clang-N`, and where each

@@ -145,7 +145,9 @@ fn read_bundle(input: Option<&Path>) -> Result<Vec<u8>, String> {
 
 /// What the compiler says its target is (`-dumpmachine`), for icecc on the linking machine.
 fn dumpmachine(me: &Path) -> i32 {
-    let compiler = super::compilers::allowed(me, None).ok();
+    let compiler = super::compilers::allowed(me, None)
+        .ok()
+        .and_then(|all| all.into_iter().next());
     let status = compiler.map(|c| Command::new(c).arg("-dumpmachine").status());
     match status {
         Some(Ok(s)) => s.code().unwrap_or(1),
@@ -167,11 +169,15 @@ fn run(me: &Path, args: &[String]) -> Result<(String, i32), String> {
     let compiler = super::compilers::find(me, &bundle.manifest)?;
     let scratch = Scratch::create(&scratch_base())?;
     unpack(&bundle, scratch.path())?;
+    let confined = super::confine::prepare(scratch.path(), &compiler)?;
     // Stdin a pipe closed at once, not /dev/null: an icecream environment's chroot has no /dev.
-    let status = Command::new(&compiler)
-        .args(&bundle.manifest.arguments)
+    let mut cmd = Command::new(&compiler);
+    cmd.args(&bundle.manifest.arguments)
+        .arg("-fno-crash-diagnostics")
         .current_dir(scratch.path())
-        .stdin(Stdio::piped())
+        .stdin(Stdio::piped());
+    confined.apply(&mut cmd, scratch.path());
+    let status = cmd
         .spawn()
         .and_then(|mut child| {
             drop(child.stdin.take());
@@ -182,12 +188,11 @@ fn run(me: &Path, args: &[String]) -> Result<(String, i32), String> {
     if !status.success() {
         return Ok((version, status.code().unwrap_or(1).max(1)));
     }
-    let object = std::fs::read(scratch.path().join(&bundle.manifest.output))
-        .map_err(|e| format!("read the object clang wrote: {e}"))?;
-    if let Some(p) = crate::job::output::bytes_problem(&object) {
+    let object = scratch.path().join(&bundle.manifest.output);
+    if let Some(p) = crate::job::output::problem(&object) {
         return Err(format!("clang: {}", p.describe(&bundle.manifest.output)));
     }
-    std::fs::write(&out, &object).map_err(|e| format!("write {}: {e}", out.display()))?;
+    std::fs::copy(&object, &out).map_err(|e| format!("write {}: {e}", out.display()))?;
     Ok((version, 0))
 }
 

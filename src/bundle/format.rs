@@ -157,6 +157,9 @@ fn name_problem(name: &str) -> Option<&'static str> {
     if name.contains('\0') || name.contains('\\') {
         return Some("holds a NUL or a backslash");
     }
+    if name.starts_with('-') || name == ".lock" {
+        return Some("starts with - or is the scratch directory's lock");
+    }
     let parts: Vec<&str> = name.split('/').collect();
     if parts.contains(&"..") {
         return Some("has a .. in it");

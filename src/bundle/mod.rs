@@ -4,7 +4,8 @@
 //! REAPI action names its files) and sent as `dtlto-clang -c JOB.i -o JOB.o` (`send`); on the
 //! host, dtlto-bridge reached as `dtlto-clang` (`entry`) checks the bundle as untrusted input
 //! (`format`, `args`), unpacks it in a scratch directory (`scratch`), runs the same clang, as
-//! the host allows (`compilers`), and returns the object. `setup` makes a distcc host ready,
+//! the host allows (`compilers`) and confined to the bundle's files (`confine`), and returns
+//! the object. `setup` makes a distcc host ready,
 //! `icecc` an icecream environment.
 //!
 //! It knows the bundle, the entry and what distcc and icecc need of them; it does not schedule
@@ -12,6 +13,7 @@
 
 pub(crate) mod args;
 pub(crate) mod compilers;
+pub(crate) mod confine;
 pub(crate) mod entry;
 pub(crate) mod format;
 pub(crate) mod icecc;

@@ -9,20 +9,27 @@ use crate::space::{stderr, wait_for, Space, BRIDGE};
 use std::fs;
 use std::process::{Command, Stdio};
 
-/// A compiler script: `--version` prints its version; a compile checks that its module
-/// (`m/...`) and index shard are there, logs its directory and words, and writes an object.
+/// A compiler script: `--version` prints its version (and logs that it was asked). A compile on
+/// a host (in a scratch directory) exits non-zero unless it runs confined (HOME there, no host
+/// file readable, nothing writable outside); any compile fails unless its module (`m/...`) and
+/// index shard are where its command names them; it sleeps when a word says `-DSLEEP`; then it
+/// writes an object.
 fn fake_clang(s: &Space, name: &str, version: &str) -> String {
     let body = format!(
         "[ \"$1\" = --version ] && {{ echo asked >> {asked:?}; echo 'fake clang version {version}'; exit; }}\n\
-         echo \"$PWD $*\" >> {log:?}\n\
-         [ -n \"$FAKE_SLEEP\" ] && sleep \"$FAKE_SLEEP\"\n\
+         case $PWD in */dtlto-clang.*)\n\
+           [ \"$HOME\" = \"$PWD\" ] || exit 5\n\
+           cat /etc/hostname > /dev/null 2>&1 && exit 6\n\
+           (: > {escaped:?}) 2> /dev/null && exit 7;;\n\
+         esac\n\
          for a; do case $a in\n\
            -fthinlto-index=*) test -s \"${{a#-fthinlto-index=}}\" || exit 3;;\n\
            m/*) test -s \"$a\" || exit 4;;\n\
+           -DSLEEP) sleep 31.5;;\n\
          esac; [ \"$prev\" = -o ] && out=$a; prev=$a; done\n\
          {obj} > \"$out\"\n",
-        log = s.path("compiler.log"),
         asked = s.path("versions.log"),
+        escaped = s.path("escaped"),
         obj = obj!(),
     );
     s.script(name, &body).to_string_lossy().into_owned()
@@ -92,17 +99,9 @@ fn jobs_through_distcc_go_as_bundles_and_compile_on_the_host() {
     assert!(sent
         .lines()
         .all(|l| l.starts_with("dtlto-clang -c ") && l.contains(".i -o ")));
-    // The compiler ran in a scratch directory with the modules named by digest, the shard
-    // under its fixed name.
-    let ran = s.read("compiler.log");
-    for line in ran.lines() {
-        assert!(line.contains("/dtlto-clang."), "{line}");
-        assert!(
-            line.contains(" -fthinlto-index=dtlto-job.native.o.thinlto.bc -o dtlto-job.native.o"),
-            "{line}"
-        );
-        assert!(line.contains(" m/"), "{line}");
-    }
+    // The compiler ran confined in a scratch directory, with the modules and the shard where
+    // the command names them (it fails otherwise), and wrote nothing outside.
+    assert!(!s.exists("escaped"));
     let report: serde_json::Value = serde_json::from_str(&s.read("r.json")).unwrap();
     assert_eq!(report["totals"]["hosts"]["fakehost"], 5);
     assert!(report["totals"]["bundle_bytes"].as_u64().unwrap() > 5 * 100);
@@ -183,8 +182,20 @@ fn a_bundle_the_wrapper_runs_here_is_left_to_the_links_fallback() {
     );
 }
 
-/// A bundle by hand: the header, the manifest, the files.
+/// A bundle by hand for the fake clang of `version`.
 fn bundle(compiler: &str, version: &str, files: &[(&str, &[u8])], args: &[&str]) -> Vec<u8> {
+    let line = format!("fake clang version {version}");
+    bundle_for(compiler, &line, files, args)
+}
+
+/// A bundle by hand: the header, the manifest (the compiler's version line `version`), the
+/// files.
+pub(crate) fn bundle_for(
+    compiler: &str,
+    version: &str,
+    files: &[(&str, &[u8])],
+    args: &[&str],
+) -> Vec<u8> {
     let entries: Vec<serde_json::Value> = files
         .iter()
         .map(|(n, b)| {
@@ -195,7 +206,7 @@ fn bundle(compiler: &str, version: &str, files: &[(&str, &[u8])], args: &[&str])
         })
         .collect();
     let manifest = serde_json::json!({
-        "compiler": {"path": compiler, "version": format!("fake clang version {version}")},
+        "compiler": {"path": compiler, "version": version},
         "arguments": args, "output": "o.o", "files": entries,
     })
     .to_string();
@@ -331,22 +342,35 @@ fn a_scratch_directory_left_by_a_killed_entry_is_removed_by_the_next() {
         &clang,
         "1",
         &[("m/a.o", b"int x;\n")],
-        &["-c", "m/a.o", "-o", "o.o"],
+        &["-c", "m/a.o", "-DSLEEP", "-o", "o.o"],
     );
     fs::write(s.path("job.i"), &good).unwrap();
     let mut slow = entry(&s);
-    slow.args(["-c", "job.i", "-o", "out.o"])
-        .env("FAKE_SLEEP", "30");
+    slow.args(["-c", "job.i", "-o", "out.o"]);
     std::os::unix::process::CommandExt::process_group(&mut slow, 0);
     let mut child = slow.stderr(Stdio::null()).spawn().unwrap();
     wait_for("the entry's scratch directory", || {
         !scratch_left(&s).is_empty()
     });
-    wait_for("the compiler to start", || s.exists("compiler.log"));
+    // The compiler runs: a `sleep` in this space's scratch directory.
+    wait_for("the compiler to sleep", || {
+        crate::space::processes_with("sleep 31.5")
+            .iter()
+            .any(|(pid, _)| {
+                fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|cwd| cwd.starts_with(&s.tmp))
+            })
+    });
     unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
     child.wait().unwrap();
     let left = scratch_left(&s);
     assert_eq!(left.len(), 1, "{left:?}");
+    let quick = bundle(
+        &clang,
+        "1",
+        &[("m/a.o", b"int x;\n")],
+        &["-c", "m/a.o", "-o", "o.o"],
+    );
+    fs::write(s.path("job.i"), &quick).unwrap();
     let out = entry(&s)
         .args(["-c", "job.i", "-o", "out.o"])
         .output()

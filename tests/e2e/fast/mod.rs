@@ -2,7 +2,7 @@
 //! scripts/setup.sh --fast), no LLVM at all: the jobs are `sh -c` scripts, or the library
 //! renders the build files.
 
-mod bundle;
+pub(crate) mod bundle;
 mod cli;
 mod failures;
 mod golden;

@@ -354,3 +354,44 @@ fn under_make_j2_two_hosts_of_eight_slots_run_sixteen_bundles_at_once() {
     assert_eq!(most, Some(16), "bundles on the hosts at once: {counts}");
     assert_eq!(a.compiled() + b.compiled(), 21);
 }
+
+/// A bundle whose module includes a host file (module asm's `.incbin`) gets nothing: clang runs
+/// confined to the bundle's files, and the host refuses the job.
+#[test]
+fn a_module_that_includes_a_host_file_gets_nothing_back() {
+    let s = Space::new();
+    let hosts = host_dir();
+    setup(&s, &hosts.path().join("bin"));
+    let clang = fs::canonicalize(require("clang-22")).unwrap();
+    let version = String::from_utf8(s.ok(&mut s.command("clang-22", &["--version"])).stdout)
+        .unwrap()
+        .lines()
+        .next()
+        .unwrap()
+        .to_string();
+    let secret = hosts.path().join("secret");
+    fs::write(&secret, "the host's secret\n").unwrap();
+    let module = format!(
+        "module asm \".section .data.leak,\\22a\\22\"\nmodule asm \".incbin \\22{}\\22\"\n",
+        secret.display()
+    );
+    let data = crate::fast::bundle::bundle_for(
+        clang.to_str().unwrap(),
+        &version,
+        &[("a.ll", module.as_bytes())],
+        &["-c", "-x", "ir", "a.ll", "-o", "o.o"],
+    );
+    fs::write(s.path("leak.i"), data).unwrap();
+    let entry = hosts.path().join("bin/dtlto-clang");
+    let out = s
+        .program(&entry, &["-c", "leak.i", "-o", "leak.o"])
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("Could not find incbin file"), "{err}");
+    assert!(err.contains("dtlto-clang: refused on "), "{err}");
+    let object = fs::read(s.path("leak.o")).unwrap_or_default();
+    let leaked = object.windows(8).any(|w| w == b"host's s");
+    assert!(!leaked, "the host file came back: {err}");
+}
