@@ -2,13 +2,12 @@
 //! way only (each may use those listed before it; `exec` and `remote` stand side by side and
 //! meet only in `engine`):
 //!
-//! `util` → `job` → `render` → `report` → (`exec` | `remote`) → `bundle` → `cli`
-//! → `engine` → `link` → `cmd`
+//! `util` → `job` → `render` → `report` → (`exec` | `remote`) → `cli` → `engine`
+//! → `link` → `cmd`
 //!
 //! It exposes only what tests and the bench need — the job model (`job`) and the renderers
 //! (`render`) — and `main`, the program's entry point; everything else is private.
 
-mod bundle;
 mod cli;
 mod cmd;
 mod engine;
@@ -61,12 +60,15 @@ fn bundle_entries() -> Option<i32> {
         .map(|a| a.to_string_lossy().into_owned())
         .collect();
     let me = args.first()?;
-    if bundle::entry::reached(me) {
-        return Some(bundle::entry::main(std::path::Path::new(me), &args[1..]));
+    if remote::bundle::entry::reached(me) {
+        return Some(remote::bundle::entry::main(
+            std::path::Path::new(me),
+            &args[1..],
+        ));
     }
     match args.get(1..) {
         Some([first, spec]) if first == "__send" => {
-            Some(bundle::send::main(std::path::Path::new(spec)))
+            Some(remote::bundle::send::main(std::path::Path::new(spec)))
         }
         _ => None,
     }

@@ -190,7 +190,7 @@ fn wrapper_line(words: &[String]) -> Line {
                 }
             }
             (Ok(_), Some(local)) => local,
-            (Ok(path), None) if crate::bundle::sends_bundles(words) => {
+            (Ok(path), None) if crate::remote::bundle::sends_bundles(words) => {
                 let name = path.file_name().unwrap_or_default().to_string_lossy();
                 crate::job::wrapper::bundles(&name)
             }

@@ -3,8 +3,8 @@
 //!
 //! It is glue: the work is `bundle::setup`'s and `bundle::icecc`'s.
 
-use crate::bundle::setup;
 use crate::cli::HostCommand;
+use crate::remote::bundle::setup;
 use crate::report::Fail;
 use std::path::PathBuf;
 
@@ -22,7 +22,7 @@ pub fn host(command: &HostCommand) -> Result<(), Fail> {
                 println!("{line}");
             }
             if let Some(clang) = icecc {
-                let said = crate::bundle::icecc::env(&exe, &dir, clang).map_err(|e| {
+                let said = crate::remote::bundle::icecc::env(&exe, &dir, clang).map_err(|e| {
                     Fail::environment(format!("write the icecream environment: {e}"))
                 })?;
                 for line in said {
@@ -37,7 +37,7 @@ pub fn host(command: &HostCommand) -> Result<(), Fail> {
             wrapper,
         } => {
             let words = crate::engine::wrapper(wrapper)?;
-            if !crate::bundle::sends_bundles(&words) {
+            if !crate::remote::bundle::sends_bundles(&words) {
                 return Err(Fail::bad_input(
                     "check hosts: give --wrapper distcc (or pump, icecc), or DTLTO_BRIDGE_WRAPPER",
                 ));

@@ -5,8 +5,8 @@
 //! It knows what the scheduler and `__send` need to start; what a bundle is, is `bundle`'s.
 
 use super::prepare::Prepared;
-use crate::bundle::{self, send::Spec};
 use crate::exec::rundir;
+use crate::remote::bundle::{self, send::Spec};
 use crate::report;
 use camino::Utf8Path;
 use std::path::PathBuf;

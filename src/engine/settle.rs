@@ -108,7 +108,7 @@ fn bundle_fallback(fallback: Option<Fallback>, sent: Option<&Sent>) -> Option<Fa
         (Some(f), Some(s)) => (f, s),
         (f, _) => return f,
     };
-    match crate::bundle::send::fallback_reason(sent, &fallback.stderr) {
+    match crate::remote::bundle::send::fallback_reason(sent, &fallback.stderr) {
         Some(reason) => Some(Fallback {
             reason,
             stderr: String::new(),
@@ -129,7 +129,7 @@ fn outcomes(p: &Prepared<'_>, records: &[JobRecord]) -> Vec<Outcome> {
     // Where a bundle went, as `__send` recorded it beside its spec.
     let sent = |index: usize| -> Option<Sent> {
         let spec = rundir::send_spec(dir?, index);
-        let (_, record) = crate::bundle::send::paths(spec.as_std_path());
+        let (_, record) = crate::remote::bundle::send::paths(spec.as_std_path());
         serde_json::from_slice(&fs::read(record).ok()?).ok()
     };
     records

@@ -6,14 +6,19 @@
 //! lookup before anything starts (`lookup`) and the link's own cache entry (`entry`); the
 //! upload (`upload`) and each job from Execute to checked outputs (`execute`); outputs kept on
 //! this machine (`disk`); the link's handle that joins them (`runner`); doctor's probe (`probe`).
+//! Beside the REAPI client, the other way to run jobs on other machines: each job as one
+//! bundle for distcc and icecream hosts, and the host's entry (`bundle/`, the same plan of a
+//! job as `action`).
 //!
 //! It knows the protocol and the actions; it does not know `exec` or decide which job goes
-//! remote or what follows a failure (the scheduler does, through the engine), starts no local
-//! process, writes nothing in a run's private directory and prints nothing: warnings and stderr
-//! are handed back.
+//! remote or what follows a failure (the scheduler does, through the engine). The REAPI client
+//! starts no local process, writes nothing in a run's private directory and prints nothing:
+//! warnings and stderr are handed back; `bundle/` runs the wrapper for one job, in the job's
+//! own `__send` process.
 
 pub(crate) mod action;
 mod blob;
+pub(crate) mod bundle;
 mod disk;
 mod entry;
 mod execute;

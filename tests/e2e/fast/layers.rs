@@ -9,13 +9,12 @@ use std::path::{Path, PathBuf};
 
 /// Lowest first; lib.rs and main.rs stand above all. The modules of one group stand side by
 /// side: `exec` (local execution) and `remote` (the REAPI client) meet only in `engine`.
-const LAYERS: [&[&str]; 10] = [
+const LAYERS: [&[&str]; 9] = [
     &["util"],
     &["job"],
     &["render"],
     &["report"],
     &["exec", "remote"],
-    &["bundle"],
     &["cli"],
     &["engine"],
     &["link"],

@@ -134,7 +134,7 @@ fn triple(t: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bundle::format::{Compiler, Entry};
+    use crate::remote::bundle::format::{Compiler, Entry};
 
     fn manifest(args: &[&str]) -> Manifest {
         Manifest {
