@@ -72,7 +72,7 @@ pub(super) fn execute(
         hosts: super::hosts::start(p, &state_dir, &order),
         remoting,
     };
-    tell_once(p, away.hosts.is_some());
+    tell_once(p);
     let n = order.len();
     let tool_jobs = n
         .min(local_bound(&p.decision.source) + away.slots() + WAITING)
@@ -143,7 +143,7 @@ fn local_bound(source: &Source) -> usize {
 
 /// What is said once before the jobs start: where slots come from, advice, a wrapper that runs
 /// everything here.
-fn tell_once(p: &Prepared<'_>, sending: bool) {
+fn tell_once(p: &Prepared<'_>) {
     for w in &p.decision.warnings {
         report::warning(w);
     }
@@ -153,7 +153,7 @@ fn tell_once(p: &Prepared<'_>, sending: bool) {
             crate::report::advice::once(dir.as_deref(), advice);
         }
     }
-    if let Some(w) = crate::job::wrapper::known_local(&p.wrapper).filter(|_| !sending) {
+    if let Some(w) = crate::job::wrapper::known_local(&p.wrapper) {
         report::warning(&w);
     }
 }
