@@ -57,21 +57,20 @@ pub fn allowed(me: &Path, m: Option<&Manifest>) -> Result<Vec<PathBuf>, String> 
     // The same path, then the same file, then the same name.
     let named = Path::new(&m.compiler.path);
     let real = |p: &Path| std::fs::canonicalize(p).ok();
-    let same_file =
-        |e: &PathBuf| named.is_absolute() && real(named).is_some_and(|r| Some(r) == real(e));
-    let mut found: Vec<PathBuf> = Vec::new();
-    let tests: [&dyn Fn(&PathBuf) -> bool; 3] = [&|e| e == named, &same_file, &|e| {
-        e.file_name() == named.file_name()
-    }];
-    for test in tests {
-        found.extend(
-            entries
-                .iter()
-                .filter(|e| test(e) && !found.contains(e))
-                .cloned()
-                .collect::<Vec<_>>(),
-        );
-    }
+    let rank = |e: &PathBuf| {
+        if e == named {
+            Some(0)
+        } else if named.is_absolute() && real(named).is_some_and(|r| Some(r) == real(e)) {
+            Some(1)
+        } else {
+            (e.file_name() == named.file_name()).then_some(2)
+        }
+    };
+    let mut found: Vec<(u8, PathBuf)> = (entries.into_iter())
+        .filter_map(|e| Some((rank(&e)?, e)))
+        .collect();
+    found.sort_by_key(|(rank, _)| *rank);
+    let found: Vec<PathBuf> = found.into_iter().map(|(_, e)| e).collect();
     match found.is_empty() {
         false => Ok(found),
         true => Err(format!(
@@ -165,10 +164,7 @@ fn remembered_version(compiler: &Path) -> Result<String, String> {
     }
     let line = version_line(compiler)?;
     // Best effort: not remembered only means asked again.
-    let temp = file.with_extension(format!("{}", std::process::id()));
-    if std::fs::write(&temp, &line).is_ok() {
-        let _ = std::fs::rename(&temp, &file);
-    }
+    let _ = crate::util::fsutil::write_whole(&file, line.as_bytes(), 0o600, || Ok(()));
     Ok(line)
 }
 

@@ -49,10 +49,15 @@ fn is_file(kind: &str) -> bool {
 
 impl Entry {
     pub fn new(name: String, bytes: &[u8]) -> Entry {
+        Entry::hashed(name, bytes, crate::util::fsutil::sha256_hex(bytes))
+    }
+
+    /// An entry for `bytes` whose SHA-256 (hex) is known.
+    pub fn hashed(name: String, bytes: &[u8], sha256: String) -> Entry {
         Entry {
             name,
             size: bytes.len() as u64,
-            sha256: crate::util::fsutil::sha256_hex(bytes),
+            sha256,
             kind: file_kind(),
         }
     }
@@ -70,12 +75,12 @@ pub struct Manifest {
     pub files: Vec<Entry>,
 }
 
-/// Writes a bundle: `files` are the manifest's files' bytes, in its order.
+/// Writes a bundle: `files` are the manifest's files' bytes, in its order; its size.
 pub fn write(
     out: &mut impl std::io::Write,
     manifest: &Manifest,
     files: &[&[u8]],
-) -> std::io::Result<()> {
+) -> std::io::Result<u64> {
     let json = serde_json::to_vec(manifest).map_err(std::io::Error::other)?;
     out.write_all(MAGIC)?;
     out.write_all(&(json.len() as u64).to_le_bytes())?;
@@ -83,7 +88,8 @@ pub fn write(
     for f in files {
         out.write_all(f)?;
     }
-    Ok(())
+    let files: usize = files.iter().map(|f| f.len()).sum();
+    Ok((MAGIC.len() + 8 + json.len() + files) as u64)
 }
 
 /// A bundle read and checked: the manifest and each file's bytes (borrowed from the bundle).

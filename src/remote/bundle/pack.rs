@@ -21,45 +21,46 @@ pub fn pack(
         return Err(format!("it has {} outputs, not one", outputs.len()));
     };
     let shard_name = crate::job::output::shard_name(out);
-    let mut bytes: HashMap<PathBuf, Vec<u8>> = HashMap::new();
+    // Each input read and hashed once: the plan names modules by digest, the manifest lists it.
+    let mut read: HashMap<PathBuf, (Vec<u8>, String)> = HashMap::new();
     let mut shard = None;
     for input in inputs {
-        let path = crate::remote::action::absolute(cwd, input);
         let data = std::fs::read(cwd.join(input)).map_err(|e| format!("read {input}: {e}"))?;
         if *input == shard_name {
             shard = Some(data);
         } else {
-            bytes.insert(path, data);
+            let hash = crate::util::fsutil::sha256_hex(&data);
+            read.insert(crate::remote::action::absolute(cwd, input), (data, hash));
         }
     }
     let shard =
         shard.ok_or_else(|| format!("its index shard {shard_name} is not among its inputs"))?;
-    let hash_of = |p: &Path| {
-        let data = bytes.get(p).map(Vec::as_slice).unwrap_or_default();
-        (crate::util::fsutil::sha256_hex(data), data.len() as i64)
+    let hash_of = |p: &Path| match read.get(p) {
+        Some((data, hash)) => (hash.clone(), data.len() as i64),
+        None => (crate::util::fsutil::sha256_hex(&[]), 0),
     };
     let plan = crate::remote::action::content_files(cwd, words, &hash_of, &shard)?;
-    let mut files: Vec<(String, &[u8])> = Vec::with_capacity(plan.modules.len() + 1);
+    let mut files: Vec<Entry> = Vec::with_capacity(plan.modules.len() + 1);
+    let mut datas: Vec<&[u8]> = Vec::with_capacity(plan.modules.len() + 1);
     for (name, real) in &plan.modules {
-        files.push((
-            name.clone(),
-            bytes.get(real).map(Vec::as_slice).unwrap_or_default(),
-        ));
+        let (data, hash) = (read.get(real)).ok_or_else(|| format!("find the module {name}"))?;
+        files.push(Entry::hashed(name.clone(), data, hash.clone()));
+        datas.push(data);
     }
-    files.push((plan.shard.0.clone(), &plan.shard.1));
-    files.sort_by(|a, b| a.0.cmp(&b.0));
+    files.push(Entry::new(plan.shard.0.clone(), &plan.shard.1));
+    datas.push(&plan.shard.1);
     let manifest = Manifest {
         compiler: compiler.clone(),
         arguments: plan.arguments,
         output: plan.output,
-        files: files
-            .iter()
-            .map(|(n, b)| Entry::new(n.clone(), b))
-            .collect(),
+        files,
     };
-    let datas: Vec<&[u8]> = files.iter().map(|(_, b)| *b).collect();
-    let mut buf = Vec::new();
-    format::write(&mut buf, &manifest, &datas).map_err(|e| format!("pack: {e}"))?;
-    std::fs::write(to, &buf).map_err(|e| format!("write the bundle {}: {e}", to.display()))?;
-    Ok(buf.len() as u64)
+    let write = |file: std::fs::File| {
+        let mut out = std::io::BufWriter::new(file);
+        let size = format::write(&mut out, &manifest, &datas)?;
+        std::io::Write::flush(&mut out)?;
+        Ok::<u64, std::io::Error>(size)
+    };
+    (std::fs::File::create(to).and_then(write))
+        .map_err(|e| format!("write the bundle {}: {e}", to.display()))
 }

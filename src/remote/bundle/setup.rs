@@ -45,9 +45,7 @@ pub fn setup(exe: &Path, dir: &Path) -> Result<Vec<String>, String> {
     if std::fs::read_to_string(&file).is_ok_and(|t| t == list) {
         said.push(format!("{} already allows {NAME}", file.display()));
     } else {
-        let temp = dir.join(format!(".{CMDLIST}.{}", std::process::id()));
-        std::fs::write(&temp, &list)
-            .and_then(|()| std::fs::rename(&temp, &file))
+        crate::util::fsutil::write_whole(&file, list.as_bytes(), 0o644, || Ok(()))
             .map_err(|e| format!("write {}: {e}", file.display()))?;
         said.push(format!(
             "wrote {}: {NAME} and the compilers /usr/lib/distcc allows",
@@ -84,9 +82,7 @@ fn allow_compilers(dir: &Path) -> Result<String, String> {
             names.join(", ")
         ));
     }
-    let temp = dir.join(format!(".{ALLOWED}.{}", std::process::id()));
-    std::fs::write(&temp, &text)
-        .and_then(|()| std::fs::rename(&temp, &file))
+    crate::util::fsutil::write_whole(&file, text.as_bytes(), 0o644, || Ok(()))
         .map_err(|e| format!("write {}: {e}", file.display()))?;
     Ok(format!(
         "wrote {}: bundles may run {}",
@@ -156,7 +152,7 @@ pub fn check(
     let bundle = dir.path().join("probe.i");
     let mut buf = Vec::new();
     format::write(&mut buf, &manifest, &[source])
-        .and_then(|()| std::fs::write(&bundle, &buf))
+        .and_then(|_| std::fs::write(&bundle, &buf))
         .map_err(|e| format!("write the probe bundle: {e}"))?;
     let env: Vec<(&str, &str)> = match host {
         Some(h) => vec![("DISTCC_HOSTS", h)],
