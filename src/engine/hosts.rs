@@ -9,6 +9,7 @@ use crate::exec::rundir;
 use crate::remote::bundle::{self, send::Spec};
 use crate::report;
 use camino::Utf8Path;
+use rayon::prelude::*;
 use std::path::PathBuf;
 
 /// Jobs going to the hosts: how many at once, and the program `__send` is.
@@ -49,7 +50,8 @@ pub(super) fn start(p: &Prepared<'_>, dir: &Utf8Path, order: &[usize]) -> Option
     if let Err(e) = made {
         return skip(format!("link {} in {entry_dir}: {e}", bundle::entry::NAME));
     }
-    for &index in order {
+    // Each job's spec, on every core: a link of a thousand jobs writes them before any starts.
+    let written = order.par_iter().try_for_each(|&index| {
         let job = &p.file.jobs[index];
         let spec = Spec {
             cwd: p.cwd.clone(),
@@ -62,12 +64,13 @@ pub(super) fn start(p: &Prepared<'_>, dir: &Utf8Path, order: &[usize]) -> Option
             entry_dir: entry_dir.clone().into(),
         };
         let path = rundir::send_spec(dir, index);
-        let written = serde_json::to_vec(&spec)
+        serde_json::to_vec(&spec)
             .map_err(std::io::Error::other)
-            .and_then(|json| std::fs::write(&path, json));
-        if let Err(e) = written {
-            return skip(format!("write {path}: {e}"));
-        }
+            .and_then(|json| std::fs::write(&path, json))
+            .map_err(|e| format!("write {path}: {e}"))
+    });
+    if let Err(e) = written {
+        return skip(e);
     }
     Some(Hosts {
         slots: carrier.slots,
