@@ -63,13 +63,11 @@ fn link(s: &Space) -> std::process::Output {
         .unwrap()
 }
 
+/// The host entry's scratch directories left in this space's TMPDIR.
 fn scratch_left(s: &Space) -> Vec<String> {
-    fs::read_dir(&s.tmp)
-        .unwrap()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with("dtlto-clang."))
-        .collect()
+    let mut left = s.leftovers();
+    left.retain(|n| n.starts_with("dtlto-clang."));
+    left
 }
 
 #[test]
