@@ -10,15 +10,7 @@
 # Usage: bench/remote.sh [RUNS] [--openssl]   (RUNS default 3)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-runs=3
-with_openssl=false
-for arg in "$@"; do
-  case "$arg" in
-    --openssl) with_openssl=true ;;
-    *[!0-9]* | '') echo "usage: bench/remote.sh [RUNS] [--openssl]" >&2; exit 2 ;;
-    *) runs=$arg ;;
-  esac
-done
+source "$root/bench/runs.sh"
 "$root/scripts/setup.sh" --tests
 cd "$root"
 cargo build --release --quiet --bin dtlto-bridge --example ideal
