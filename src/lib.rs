@@ -17,6 +17,7 @@ mod link;
 mod remote;
 pub mod render;
 mod report;
+mod store;
 mod util;
 
 use cli::Command;
@@ -46,10 +47,16 @@ pub fn main() -> i32 {
             Ok(code) => code,
             Err(fail) => code(Err(fail)),
         },
-        Some(Command::Link(args)) => {
-            supervised(|jobserver, watch| link::link(args, jobserver, watch))
-        }
-        None => supervised(|jobserver, watch| engine::run(&cli.run, jobserver, watch)),
+        Some(Command::Link(args)) => match args.options() {
+            Ok(options) => supervised(|jobserver, watch| link::link(&options, jobserver, watch)),
+            Err(e) => code(Err(Fail::bad_input(e))),
+        },
+        None => match cli.run.options() {
+            Ok(options) => supervised(|jobserver, watch| {
+                engine::run(&options, cli.run.job_file(), jobserver, watch)
+            }),
+            Err(e) => code(Err(Fail::bad_input(e))),
+        },
     }
 }
 

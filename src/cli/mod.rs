@@ -5,7 +5,7 @@
 //! how to say what is wrong with a value, and expands a leading `~` in file options; it reads
 //! the files of remote options it names (headers, TLS), and no job file, and starts nothing.
 
-use crate::render::Format;
+use crate::engine::{Origin, Origins};
 use camino::{Utf8Path, Utf8PathBuf};
 use clap::error::{ContextKind, ContextValue, ErrorKind};
 use clap::parser::ValueSource;
@@ -14,36 +14,6 @@ use std::collections::BTreeMap;
 
 mod remote;
 pub use remote::RemoteArgs;
-
-/// Where an option's value came from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Origin {
-    /// The command line; `linker` when the linker passed it (-Xthinlto-distributor=).
-    Flag { linker: bool },
-    /// This environment variable.
-    Env(String),
-}
-
-/// Where each option given (not defaulted) came from, by option id.
-#[derive(Debug, Clone, Default)]
-pub struct Origins(BTreeMap<String, Origin>);
-
-impl Origins {
-    /// Whether the option was given, on the command line or in the environment.
-    pub fn given(&self, id: &str) -> bool {
-        self.0.contains_key(id)
-    }
-
-    /// The option with its value as the user wrote it: `--jobs 3` (with the linker option that
-    /// carried it), or `DTLTO_BRIDGE_JOBS=3`.
-    pub fn describe(&self, id: &str, flag: &str, value: &str) -> String {
-        match self.0.get(id) {
-            Some(Origin::Env(var)) => format!("{var}={value}"),
-            Some(Origin::Flag { linker: true }) => format!("{flag} {value} (passed by the linker)"),
-            _ => format!("{flag} {value}"),
-        }
-    }
-}
 
 /// Whether this process was started by a linker (lld runs its distributor itself).
 fn started_by_linker() -> bool {
@@ -324,13 +294,18 @@ pub enum Backend {
 }
 
 impl Backend {
-    /// The build file it writes; None for `Direct`.
-    pub fn format(self) -> Option<Format> {
+    /// The engine's name for it.
+    pub fn engine(self) -> crate::engine::Backend {
         match self {
-            Backend::Ninja => Some(Format::Ninja),
-            Backend::Make => Some(Format::Make),
-            Backend::Direct => None,
+            Backend::Ninja => crate::engine::Backend::Ninja,
+            Backend::Make => crate::engine::Backend::Make,
+            Backend::Direct => crate::engine::Backend::Direct,
         }
+    }
+
+    /// The build file it writes; None for `Direct`.
+    pub fn format(self) -> Option<crate::render::Format> {
+        self.engine().format()
     }
 }
 
@@ -435,11 +410,43 @@ pub struct RunArgs {
 }
 
 impl RunArgs {
-    /// The job file (clap requires it of a run; `link` fills it in before the engine runs).
+    /// The job file (clap requires it of a run, and refuses it to `link`).
     pub fn job_file(&self) -> &Utf8Path {
         self.job_file
             .as_deref()
             .expect("clap requires the job file")
+    }
+
+    /// The engine's options: the wrapper split, the remote options' files read, the cache
+    /// directory found; or what is wrong with a value.
+    pub fn options(&self) -> Result<crate::engine::Options, String> {
+        let history = (!self.no_history)
+            .then(|| (self.history.clone()).or_else(crate::store::CacheDir::default_path))
+            .flatten();
+        Ok(crate::engine::Options {
+            backend: self.backend.map(Backend::engine),
+            jobs: self.jobs,
+            wrapper: self.wrapper.words()?,
+            order: match self.order {
+                Order::Longest => crate::engine::Order::Longest,
+                Order::File => crate::engine::Order::File,
+            },
+            history,
+            host_slots: self.host_slots,
+            host_pool: self.host_pool.clone(),
+            fallback: !self.no_fallback,
+            quiet: self.quiet,
+            summary: self.summary,
+            report: self.report.clone(),
+            trace: self.trace.clone(),
+            keep: self.keep,
+            save: self.save.clone(),
+            log: self.log.clone(),
+            ninja: self.tools.ninja.clone(),
+            make: self.tools.make.clone(),
+            remote: self.remote.options()?,
+            origins: self.origins.clone(),
+        })
     }
 }
 
@@ -638,6 +645,25 @@ pub struct LinkArgs {
     /// (then with --compiler).
     #[arg(last = true, required = true, value_name = "LINK COMMAND")]
     pub command: Vec<String>,
+}
+
+impl LinkArgs {
+    /// The flow's options, or what is wrong with a value.
+    pub fn options(&self) -> Result<crate::link::Options, String> {
+        if self.run.job_file.is_some() {
+            return Err("link: takes the link command after `--`, not a job file".into());
+        }
+        Ok(crate::link::Options {
+            run: self.run.options()?,
+            compiler: self.compiler.clone(),
+            backend_arg: self.backend_arg.clone(),
+            backend_remove: self.backend_remove.clone(),
+            emit: self.emit.clone(),
+            emit_check: self.emit_check,
+            keep_objects: self.keep_objects.clone(),
+            command: self.command.clone(),
+        })
+    }
 }
 
 #[derive(Debug, Args)]

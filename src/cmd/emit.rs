@@ -5,7 +5,7 @@
 //! the checks are `job::validate`'s.
 
 use crate::cli::EmitArgs;
-use crate::engine::{cwd, missing_list, parse_file, wrapper};
+use crate::engine::{cwd, missing_list, parse_file};
 use crate::job::validate;
 use crate::render;
 use crate::report::{self, Fail};
@@ -26,7 +26,7 @@ pub fn emit(args: &EmitArgs) -> Result<(), Fail> {
              choose ninja or make",
         ));
     };
-    let wrapper = wrapper(&args.wrapper)?;
+    let wrapper = args.wrapper.words().map_err(Fail::bad_input)?;
     let opts = render::Options {
         wrapper: &wrapper,
         source: path.as_str(),

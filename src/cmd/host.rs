@@ -36,7 +36,7 @@ pub fn host(command: &HostCommand) -> Result<(), Fail> {
             compiler,
             wrapper,
         } => {
-            let words = crate::engine::wrapper(wrapper)?;
+            let words = wrapper.words().map_err(Fail::bad_input)?;
             if !crate::remote::bundle::sends_bundles(&words) {
                 return Err(Fail::bad_input(
                     "check hosts: give --wrapper distcc (or pump, icecc), or DTLTO_BRIDGE_WRAPPER",

@@ -4,7 +4,7 @@
 //! It knows how ninja and make are found and invoked; it does not run them (`run` does) or
 //! render the file (`render` does).
 
-use crate::cli::{Backend, RunArgs};
+use super::options::{Backend, Options};
 use crate::exec::process::own_exe;
 use crate::exec::rundir::RunDir;
 use crate::exec::slots::Source;
@@ -33,25 +33,25 @@ impl Tool {
 /// Picks the build tool, writes the build file of the jobs `order` names (in that order) into
 /// a new private directory, and finds the tool's program; with `direct`, only the directory.
 pub(super) fn write_build_file(
-    args: &RunArgs,
+    options: &Options,
+    path: &Utf8Path,
     file: &JobFile<'_>,
     wrapper: &[String],
     order: Vec<usize>,
 ) -> Result<Tool, Fail> {
-    let path = args.job_file();
-    if args.backend == Some(Backend::Direct) {
+    if options.backend == Some(Backend::Direct) {
         let state = RunDir::create().map_err(Fail::environment)?;
         return Ok(Tool { build: None, state });
     }
-    let ninja = which::which(&args.tools.ninja);
-    let ninja_asked = args.origins.given("ninja") && args.backend != Some(Backend::Make);
+    let ninja = which::which(&options.ninja);
+    let ninja_asked = options.origins.given("ninja") && options.backend != Some(Backend::Make);
     if let (Err(e), true) = (&ninja, ninja_asked) {
         // Asked for by name: never silently replaced by make.
-        let asked = args.origins.describe("ninja", "--ninja", &args.tools.ninja);
+        let asked = options.origins.describe("ninja", "--ninja", &options.ninja);
         return Err(Fail::environment(format!("find ninja ({asked}): {e}")));
     }
     let ninja = ninja.ok();
-    let format = render::choose_backend(args.backend.and_then(Backend::format), ninja.is_some());
+    let format = render::choose_backend(options.backend.and_then(Backend::format), ninja.is_some());
     let state = RunDir::create().map_err(Fail::environment)?;
     let exe = own_exe().map_err(Fail::environment)?;
     let opts = render::Options {
@@ -66,7 +66,7 @@ pub(super) fn write_build_file(
     let (format, prepared) = match render::prepare(format, file, &opts) {
         Ok(prepared) => (format, prepared),
         // ninja cannot write every path make can (e.g. '|'); without an explicit choice, use make.
-        Err(e) if args.backend.is_none() && format == Format::Ninja => {
+        Err(e) if options.backend.is_none() && format == Format::Ninja => {
             let prepared = render::prepare(Format::Make, file, &opts)
                 .map_err(|e2| Fail::bad_input(format!("render build file: {e}; and {e2}")))?;
             (Format::Make, prepared)
@@ -86,19 +86,19 @@ pub(super) fn write_build_file(
     let program = match (format, ninja) {
         (Format::Ninja, Some(found)) => found,
         (Format::Ninja, None) => {
-            let e = which::which(&args.tools.ninja).err();
-            return Err(missing(args, "ninja", e));
+            let e = which::which(&options.ninja).err();
+            return Err(missing(options, "ninja", e));
         }
-        (Format::Make, ninja) => match which::which(&args.tools.make) {
+        (Format::Make, ninja) => match which::which(&options.make) {
             Ok(found) => found,
-            Err(e) if ninja.is_none() && args.backend.is_none() => {
+            Err(e) if ninja.is_none() && options.backend.is_none() => {
                 return Err(Fail::environment(format!(
                     "find a build tool: neither {} nor {} is on PATH ({e}); install ninja \
                      (ninja-build) or make",
-                    args.tools.ninja, args.tools.make
+                    options.ninja, options.make
                 )))
             }
-            Err(e) => return Err(missing(args, "make", Some(e))),
+            Err(e) => return Err(missing(options, "make", Some(e))),
         },
     };
     Ok(Tool {
@@ -108,11 +108,11 @@ pub(super) fn write_build_file(
 }
 
 /// The chosen build tool is not there: say which, as the user named it.
-fn missing(args: &RunArgs, tool: &str, e: Option<which::Error>) -> Fail {
+fn missing(options: &Options, tool: &str, e: Option<which::Error>) -> Fail {
     let program = if tool == "ninja" {
-        &args.tools.ninja
+        &options.ninja
     } else {
-        &args.tools.make
+        &options.make
     };
     let why = e
         .map(|e| e.to_string())

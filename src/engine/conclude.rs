@@ -7,7 +7,7 @@ use super::backend::Tool;
 use super::prepare::Prepared;
 use super::records::{log, write_records};
 use super::settle::Settled;
-use crate::cli::RunArgs;
+use super::Options;
 use crate::exec::process::{self, Watch};
 use crate::job::outcome::{Outcome, Ran};
 use crate::job::parse::JobFile;
@@ -20,7 +20,7 @@ use std::io::IsTerminal;
 /// Says, for each job that the server executed (not from its action cache), why
 /// (`RemoteInfo::miss`).
 fn explain_misses(
-    args: &RunArgs,
+    options: &Options,
     history: Option<&History>,
     file: &JobFile<'_>,
     outcomes: &mut [Outcome],
@@ -29,7 +29,7 @@ fn explain_misses(
         let Some(r) = o.remote.as_mut() else { continue };
         let plain = |why: &str| (why.to_string(), why.to_string());
         let (why, kind) = match history {
-            _ if args.remote.remote_no_cache => {
+            _ if options.remote.as_ref().is_some_and(|r| !r.cache) => {
                 plain("the action cache is off (--remote-no-cache)")
             }
             Some(h) => {
@@ -50,7 +50,7 @@ fn explain_misses(
 
 pub(super) fn conclude(p: Prepared<'_>, mut s: Settled, watch: &Watch) -> Result<(), Fail> {
     let Prepared {
-        args,
+        options,
         file,
         wrapper,
         input_bytes,
@@ -61,7 +61,7 @@ pub(super) fn conclude(p: Prepared<'_>, mut s: Settled, watch: &Watch) -> Result
     for w in &s.warnings {
         report::warning(w);
     }
-    explain_misses(args, history.as_ref(), &file, &mut s.outcomes);
+    explain_misses(options, history.as_ref(), &file, &mut s.outcomes);
     let record = record::build(&record::RunInfo {
         file: &file,
         wrapper: &wrapper,
@@ -88,17 +88,17 @@ pub(super) fn conclude(p: Prepared<'_>, mut s: Settled, watch: &Watch) -> Result
             format!("run backend jobs: interrupted by signal {sig}"),
         ))
     } else if tool_ok && all_ok {
-        succeeded(args, &file, &s.outcomes, &record, history.as_mut());
+        succeeded(options, &file, &s.outcomes, &record, history.as_mut());
         Ok(())
     } else {
         Err(failed(&file, &wrapper, &s, tool.as_ref()))
     };
     // Records come after the failures are printed, and never fail the link.
-    write_records(args, &record);
-    log(args, &record, result.is_ok());
+    write_records(options, &record);
+    log(options, &record, result.is_ok());
     match tool {
-        Some(tool) if args.keep => report::note(&format!("kept {}", tool.state.keep())),
-        None if args.keep && signal.is_none() => {
+        Some(tool) if options.keep => report::note(&format!("kept {}", tool.state.keep())),
+        None if options.keep && signal.is_none() => {
             report::note("kept nothing: every job came from the action cache, no build file")
         }
         _ => {}
@@ -108,7 +108,7 @@ pub(super) fn conclude(p: Prepared<'_>, mut s: Settled, watch: &Watch) -> Result
 
 /// A link whose every job ended well: the jobs' warnings and fallbacks, the history, the summary.
 fn succeeded(
-    args: &RunArgs,
+    options: &Options,
     file: &JobFile<'_>,
     outcomes: &[Outcome],
     record: &record::LinkRecord,
@@ -123,7 +123,7 @@ fn succeeded(
             .collect();
         // What went into each action the server now holds (ran there with the cache on, or
         // came from it).
-        let cached = !args.remote.remote_no_cache;
+        let cached = options.remote.as_ref().is_none_or(|r| r.cache);
         let actions: Vec<_> = outcomes
             .iter()
             .map(|o| match o.ran {
@@ -136,8 +136,8 @@ fn succeeded(
             report::warning(&format!("write the history: {e}"));
         }
     }
-    let show = args.summary || (!args.quiet && std::io::stderr().is_terminal());
-    if show && !args.quiet {
+    let show = options.summary || (!options.quiet && std::io::stderr().is_terminal());
+    if show && !options.quiet {
         report::note(&record::summary(record));
     }
 }

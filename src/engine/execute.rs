@@ -64,7 +64,7 @@ pub(super) fn execute(
             end: outcome::now(),
         });
     }
-    let tool = write_build_file(p.args, &p.file, &p.wrapper, order.clone())?;
+    let tool = write_build_file(p.options, p.path, &p.file, &p.wrapper, order.clone())?;
     let build = tool.build.clone();
     let (state_dir, log_path) = (tool.state.path().to_owned(), tool.state.tool_log());
     p.tool = Some(tool);
@@ -97,7 +97,7 @@ pub(super) fn execute(
     cancel_on_signal(watch, &server, build.is_none());
     let progress = crate::exec::progress::Progress::start(
         n,
-        !p.args.quiet && std::io::stderr().is_terminal(),
+        !p.options.quiet && std::io::stderr().is_terminal(),
         server.counter(),
     );
     let tool = match (command, &build) {
@@ -147,7 +147,7 @@ fn tell_once(p: &Prepared<'_>) {
     for w in &p.decision.warnings {
         report::warning(w);
     }
-    if !p.args.quiet && !p.decision.advice.is_empty() {
+    if !p.options.quiet && !p.decision.advice.is_empty() {
         let dir = crate::exec::pool::user_dir(&p.pool_base).ok();
         for advice in &p.decision.advice {
             crate::report::advice::once(dir.as_deref(), advice);
@@ -196,13 +196,13 @@ fn start_server(
         cost: p.cost.clone(),
         policy: Policy {
             wrapped: !p.wrapper.is_empty(),
-            fallback: !p.wrapper.is_empty() && !p.args.no_fallback,
+            fallback: !p.wrapper.is_empty() && p.options.fallback,
             expected,
             own,
             can_grow: supply.can_grow(),
             remote: remoting.ok,
             remote_jobs: remoting.jobs,
-            remote_fallback: !p.args.no_fallback,
+            remote_fallback: p.options.fallback,
             hosts: hosts.as_ref().map_or(0, |h| h.slots),
             stop_after_failure: direct,
         },

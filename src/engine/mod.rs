@@ -9,47 +9,54 @@
 //!
 //! It is the one place that joins `exec` (local execution) and `remote` (the REAPI client): it
 //! knows the order of the steps; the details of each live in `job`, `render`, `remote`, `exec`
-//! and `report`. It does not parse the command line (`cli` does) or know the classic flow
-//! (`link` runs its jobs through `run_file`).
+//! and `report`. It takes its own `Options` (`options`), which the command line (`cli`) fills;
+//! it does not parse the command line or know the classic flow (`link` runs its jobs through
+//! `run_file`).
 
 mod backend;
 mod conclude;
 mod decide;
 mod execute;
 mod hosts;
+mod options;
 mod prepare;
 mod records;
 mod save;
 mod settle;
 
-pub(crate) use prepare::{cwd, missing_list, parse_file, wrapper};
-
-use crate::cli::RunArgs;
 use crate::exec::process::Watch;
 use crate::job::outcome;
 use crate::job::output;
 use crate::job::parse::JobFile;
 use crate::report::Fail;
+use camino::Utf8Path;
+pub(crate) use options::{Backend, Options, Order, Origin, Origins};
+pub(crate) use prepare::{cwd, missing_list, parse_file};
 use std::path::PathBuf;
 
-/// The default run: everything from the job file to verified outputs.
-pub fn run(args: &RunArgs, jobserver: jobserver::FromEnv, watch: &Watch) -> Result<(), Fail> {
-    let path = args.job_file();
+/// The default run: everything from the job file `path` to verified outputs.
+pub fn run(
+    options: &Options,
+    path: &Utf8Path,
+    jobserver: jobserver::FromEnv,
+    watch: &Watch,
+) -> Result<(), Fail> {
     // The directory first: failing to find it is the environment's fault, not the file's.
     let (dir, _) = cwd()?;
-    run_file(args, dir, parse_file(path)?, jobserver, watch)
+    run_file(options, path, dir, parse_file(path)?, jobserver, watch)
 }
 
-/// Runs the jobs of `file`, which `args.job_file` holds (read from it, or built in memory and
-/// written there for `--keep` and `--save`), in the linker's directory `cwd`.
+/// Runs the jobs of `file`, which the job file `path` holds (read from it, or built in memory
+/// and written there for `--keep` and `--save`), in the linker's directory `cwd`.
 pub fn run_file(
-    args: &RunArgs,
+    options: &Options,
+    path: &Utf8Path,
     cwd: PathBuf,
     file: JobFile<'static>,
     jobserver: jobserver::FromEnv,
     watch: &Watch,
 ) -> Result<(), Fail> {
-    let Some(mut prepared) = prepare::prepare(args, cwd, file, jobserver)? else {
+    let Some(mut prepared) = prepare::prepare(options, path, cwd, file, jobserver)? else {
         return Ok(());
     };
     let start = outcome::now();

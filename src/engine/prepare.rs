@@ -4,7 +4,7 @@
 //! It knows what must hold before anything runs; it starts nothing and talks to no server.
 
 use super::backend::Tool;
-use crate::cli::RunArgs;
+use super::Options;
 use crate::exec::rundir;
 use crate::exec::slots;
 use crate::job::outcome;
@@ -13,6 +13,7 @@ use crate::job::validate;
 use crate::report::history::History;
 use crate::report::record;
 use crate::report::{self, Fail};
+use crate::store::{CacheDir, LinkFiles};
 use camino::{Utf8Path, Utf8PathBuf};
 use std::fs;
 use std::path::PathBuf;
@@ -37,10 +38,6 @@ pub(crate) fn cwd() -> Result<(PathBuf, String), Fail> {
         .map_err(|e| Fail::environment(format!("find the current directory: {e}")))?;
     let text = dir.to_string_lossy().into_owned();
     Ok((dir, text))
-}
-
-pub(crate) fn wrapper(arg: &crate::cli::WrapperArg) -> Result<Vec<String>, Fail> {
-    arg.words().map_err(Fail::bad_input)
 }
 
 /// The missing inputs of a job file, `count` of them, the `shown` ones one line each, or None
@@ -68,7 +65,9 @@ pub(crate) fn missing_list(
 
 /// Everything a link needs before anything runs.
 pub(super) struct Prepared<'a> {
-    pub args: &'a RunArgs,
+    pub options: &'a Options,
+    /// The job file.
+    pub path: &'a Utf8Path,
     pub file: Arc<JobFile<'static>>,
     pub wrapper: Vec<String>,
     pub input_bytes: Vec<u64>,
@@ -88,24 +87,24 @@ pub(super) struct Prepared<'a> {
 }
 
 pub(super) fn prepare<'a>(
-    args: &'a RunArgs,
+    options: &'a Options,
+    path: &'a Utf8Path,
     cwd: PathBuf,
     mut file: JobFile<'static>,
     jobserver: jobserver::FromEnv,
 ) -> Result<Option<Prepared<'a>>, Fail> {
-    let path = args.job_file();
     validate::check(&file, &cwd.to_string_lossy())
         .map_err(|e| Fail::bad_input(format!("check job file {path}: {e}")))?;
-    let wrapper = wrapper(&args.wrapper)?;
-    let mut remote = args.remote.options().map_err(Fail::bad_input)?;
-    let history_dir = history_dir(args);
-    if let (Some(options), Some(dir)) = (&mut remote, &history_dir) {
-        let name = crate::report::history::stem(&cwd, &file.linker_output);
-        let digests = crate::report::history::DIGESTS;
-        options.memo = Some(dir.join(format!("{name}.{digests}")).into());
+    let wrapper = options.wrapper.clone();
+    let mut remote = options.remote.clone();
+    let cache = cache_dir(options);
+    let files = (cache.as_ref()).map(|c| c.link(&cwd, &file.linker_output));
+    if let Some(remote) = &mut remote {
+        remote.memo = files.clone();
     }
-    let identity = (remote.is_some() && !file.jobs.is_empty())
-        .then(|| crate::remote::AskedCompiler::start(&file, history_dir.clone().map(Into::into)));
+    let identity = (remote.is_some() && !file.jobs.is_empty()).then(|| {
+        crate::remote::AskedCompiler::start(&file, cache.as_ref().map(CacheDir::compilers))
+    });
     if let Some(why) = remote.as_ref().and_then(|o| o.disk_unused()) {
         report::warning(&format!("--remote-disk-cache is not used: {why}"));
     }
@@ -116,42 +115,37 @@ pub(super) fn prepare<'a>(
     if let Some(line) = crate::job::relocation::follow_modules(&mut file, &cwd) {
         report::note(&line);
     }
-    if let Some(dir) = &args.save {
+    if let Some(dir) = &options.save {
         save(dir, path, &file, &cwd)?;
     }
     if file.jobs.is_empty() {
         // Every job came from lld's ThinLTO cache: a link through dtlto-bridge all the same.
-        log_empty(args, &file, &wrapper);
+        log_empty(options, &file, &wrapper);
         return Ok(None);
     }
     rundir::remove_dead(&std::env::temp_dir());
-    let (history, cost) = costs(
-        args,
-        history_dir.as_deref(),
-        &file,
-        &cwd,
-        &inputs.module_bytes,
-    );
+    let (history, cost) = costs(options, files.as_ref(), &file, &inputs.module_bytes);
     let parallelism = std::thread::available_parallelism()
         .map(usize::from)
         .unwrap_or(1);
-    let pool_base = crate::exec::pool::base_dir(args.host_pool.as_deref());
+    let pool_base = crate::exec::pool::base_dir(options.host_pool.as_deref());
     let decision = slots::decide(
         jobserver,
         &slots::Request {
-            explicit_jobs: args.jobs.map(|j| {
+            explicit_jobs: options.jobs.map(|j| {
                 (
                     j as usize,
-                    args.origins.describe("jobs", "-j", &j.to_string()),
+                    options.origins.describe("jobs", "-j", &j.to_string()),
                 )
             }),
             parallelism,
-            host_slots: args.host_slots.unwrap_or(parallelism),
+            host_slots: options.host_slots.unwrap_or(parallelism),
             pool_base: &pool_base,
         },
     );
     Ok(Some(Prepared {
-        args,
+        options,
+        path,
         file: Arc::new(file),
         wrapper,
         input_bytes: inputs.bytes,
@@ -195,7 +189,7 @@ fn save(
 }
 
 /// The record of a link whose every job came from lld's cache.
-fn log_empty(args: &RunArgs, file: &JobFile<'_>, wrapper: &[String]) {
+fn log_empty(options: &Options, file: &JobFile<'_>, wrapper: &[String]) {
     let empty = record::build(&record::RunInfo {
         file,
         wrapper,
@@ -205,37 +199,39 @@ fn log_empty(args: &RunArgs, file: &JobFile<'_>, wrapper: &[String]) {
         start: outcome::now(),
         end: outcome::now(),
     });
-    super::records::log(args, &empty, true);
+    super::records::log(options, &empty, true);
 }
 
-/// Where links are remembered (`--history`), unless that is turned off.
-pub(super) fn history_dir(args: &RunArgs) -> Option<Utf8PathBuf> {
-    (!args.no_history)
-        .then(|| {
-            args.history
-                .clone()
-                .or_else(crate::report::history::default_dir)
+/// The cache directory where links are remembered (`--history`), unless that is turned off
+/// or it may not be trusted (then said once per build).
+fn cache_dir(options: &Options) -> Option<CacheDir> {
+    let path = options.history.clone()?;
+    CacheDir::open(path)
+        .map_err(|why| {
+            let base = crate::exec::pool::base_dir(options.host_pool.as_deref());
+            let dir = crate::exec::pool::user_dir(&base).ok();
+            let message = format!("remember links: {why}; nothing is remembered (--history)");
+            report::advice::once(dir.as_deref(), &message)
         })
-        .flatten()
+        .ok()
 }
 
-/// The remembered history (in `history_dir`, unless turned off) and each job's expected cost,
-/// by `--order`; `bytes` is each job's own module's size.
+/// The remembered history (in the link's `files`, unless nothing is remembered) and each job's
+/// expected cost, by `--order`; `bytes` is each job's own module's size.
 fn costs(
-    args: &RunArgs,
-    history_dir: Option<&camino::Utf8Path>,
+    options: &Options,
+    files: Option<&LinkFiles>,
     file: &JobFile<'_>,
-    cwd: &std::path::Path,
     bytes: &[u64],
 ) -> (Option<History>, Vec<f64>) {
-    let history = history_dir.map(|dir| History::load(dir, cwd, &file.linker_output));
-    let cost = match args.order {
-        crate::cli::Order::Longest => match &history {
+    let history = files.map(History::load);
+    let cost = match options.order {
+        super::Order::Longest => match &history {
             Some(h) => h.estimate(file, bytes),
             None => bytes.iter().map(|&b| b as f64).collect(),
         },
         // Earlier jobs cost more, so they go first.
-        crate::cli::Order::File => (0..file.jobs.len()).map(|i| -(i as f64)).collect(),
+        super::Order::File => (0..file.jobs.len()).map(|i| -(i as f64)).collect(),
     };
     (history, cost)
 }

@@ -3,14 +3,14 @@
 //!
 //! It knows where they go and that they never fail a link; their content is `report::record`'s.
 
-use crate::cli::RunArgs;
+use super::Options;
 use crate::report::{self, record};
 use crate::util::fsutil::write_atomically;
 use camino::Utf8Path;
 
 /// Appends the link's line to `--log FILE`, if asked for; best effort.
-pub(super) fn log(args: &RunArgs, record: &record::LinkRecord, ok: bool) {
-    let Some(path) = &args.log else { return };
+pub(super) fn log(options: &Options, record: &record::LinkRecord, ok: bool) {
+    let Some(path) = &options.log else { return };
     let dir = std::env::current_dir().unwrap_or_default();
     if let Err(e) = record::append_line(path, &record::log_line(record, &dir, ok)) {
         report::warning(&format!("append to the log {path}: {e}"));
@@ -19,7 +19,7 @@ pub(super) fn log(args: &RunArgs, record: &record::LinkRecord, ok: bool) {
 
 /// Writes the `--report` and `--trace` files, if asked for: whole (concurrent links may share
 /// a path), and best effort (a warning when they cannot be written).
-pub(super) fn write_records(args: &RunArgs, record: &record::LinkRecord) {
+pub(super) fn write_records(options: &Options, record: &record::LinkRecord) {
     let write = |what: &str, path: &Utf8Path, value: serde_json::Value| {
         let text = serde_json::to_string_pretty(&value).unwrap_or_default() + "\n";
         if let Err(e) = write_atomically(path, |f| std::io::Write::write_all(f, text.as_bytes())) {
@@ -27,11 +27,11 @@ pub(super) fn write_records(args: &RunArgs, record: &record::LinkRecord) {
         }
     };
     let output = &record.linker_output;
-    if let Some(path) = &args.report {
+    if let Some(path) = &options.report {
         let value = serde_json::to_value(record).unwrap_or_default();
         write("report", &record::path_for(path, output), value);
     }
-    if let Some(path) = &args.trace {
+    if let Some(path) = &options.trace {
         write(
             "trace",
             &record::path_for(path, output),

@@ -6,7 +6,7 @@
 //! It knows clang's driver, lld's flavors and emulations; it does not read input files or run
 //! the flow.
 
-use crate::cli::LinkArgs;
+use super::options::Options;
 use crate::exec::process::{self};
 use crate::link::coffargs;
 use crate::link::ldargs::{self};
@@ -88,8 +88,8 @@ const MINGW: &[&str] = &[
 ];
 
 /// The link command, checked to be lld's and to leave the thin link to `link`.
-pub(super) fn checked(args: &LinkArgs, cwd: &Utf8Path) -> Result<LinkCommand, Fail> {
-    let command = link_command(args, cwd)?;
+pub(super) fn checked(options: &Options, cwd: &Utf8Path) -> Result<LinkCommand, Fail> {
+    let command = link_command(options, cwd)?;
     check_lld(&command.ld)?;
     if command.flavor == Flavor::Elf {
         if let Some(m) = ldargs::emulation(&command.args).filter(|m| MINGW.contains(m)) {
@@ -143,12 +143,12 @@ impl LinkCommand {
 }
 
 /// The link command: lld's, from the driver's `-###` unless the user ran lld itself.
-pub(super) fn link_command(args: &LinkArgs, cwd: &Utf8Path) -> Result<LinkCommand, Fail> {
-    let user = &args.command;
+pub(super) fn link_command(options: &Options, cwd: &Utf8Path) -> Result<LinkCommand, Fail> {
+    let user = &options.command;
     let program = Utf8Path::new(&user[0]).file_name().unwrap_or("");
     let is_ld = program.starts_with("ld.") || program == "ld" || program.starts_with("lld");
     let (ld, rest, compiler) = if is_ld {
-        let compiler = args.compiler.clone().ok_or_else(|| {
+        let compiler = options.compiler.clone().ok_or_else(|| {
             Fail::bad_input(format!(
                 "link: {program} is a linker; name the compiler of the backend jobs with \
                  --compiler (e.g. clang-19), or give the clang link command"
@@ -203,7 +203,7 @@ pub(super) fn link_command(args: &LinkArgs, cwd: &Utf8Path) -> Result<LinkComman
                 user[0]
             )));
         };
-        let compiler = args.compiler.clone().unwrap_or_else(|| user[0].clone());
+        let compiler = options.compiler.clone().unwrap_or_else(|| user[0].clone());
         (ld[0].clone(), ld[1..].to_vec(), compiler)
     };
     let flavor = Flavor::of(&ld);

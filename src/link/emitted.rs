@@ -8,7 +8,7 @@
 use super::command::*;
 use super::flow::{relative, run_ld, write_rsp, Plan};
 use super::inputs::*;
-use crate::cli::LinkArgs;
+use super::options::Options;
 use crate::exec::process::Watch;
 use crate::render::escape;
 use crate::report::{self, Fail};
@@ -31,7 +31,7 @@ pub(super) const EMITTED: &str = "dtlto-bridge-link";
 
 /// `--emit FILE`: the thin link now, with its files in FILE.dtlto/; the whole flow in FILE.
 pub(super) fn emit(
-    args: &LinkArgs,
+    options: &Options,
     command: &LinkCommand,
     cwd: &Utf8Path,
     file: &Utf8Path,
@@ -62,11 +62,11 @@ pub(super) fn emit(
         "files of a link emitted by dtlto-bridge link --emit\n",
     )
     .map_err(fail)?;
-    emit_in(args, command, cwd, file, aliases, &at, watch)
+    emit_in(options, command, cwd, file, aliases, &at, watch)
 }
 
 pub(super) fn emit_in(
-    args: &LinkArgs,
+    options: &Options,
     command: &LinkCommand,
     cwd: &Utf8Path,
     file: &Utf8Path,
@@ -93,7 +93,7 @@ pub(super) fn emit_in(
     let stamp = format!("{rel}/thin.stamp");
     fs::write(cwd.join(&stamp), "")
         .map_err(|e| Fail::environment(format!("write {stamp}: {e}")))?;
-    let (spec, outputs) = plan.jobs(args, command, cwd)?;
+    let (spec, outputs) = plan.jobs(options, command, cwd)?;
     let jobs_text = spec.to_json();
     let jobs_path = format!("{rel}/jobs.json");
     fs::write(cwd.join(&jobs_path), &jobs_text)
@@ -148,14 +148,14 @@ pub(super) fn emit_in(
     let parsed = spec
         .into_file()
         .map_err(|e| Fail::environment(format!("read back {jobs_path}: {e}")))?;
-    let wrapper = args.run.wrapper.words().map_err(Fail::bad_input)?;
-    let format = (args.run.backend.and_then(crate::cli::Backend::format))
+    let wrapper = &options.run.wrapper;
+    let format = (options.run.backend.and_then(crate::engine::Backend::format))
         .unwrap_or(crate::render::Format::Ninja);
     let output = command.output();
     let text = crate::render::linkfile::render(
         format,
         &parsed,
-        &wrapper,
+        wrapper,
         &jobs_path,
         &crate::render::linkfile::Steps {
             build_file: file.as_str(),
@@ -167,7 +167,7 @@ pub(super) fn emit_in(
             final_rsp: &format!("{rel}/final.rsp"),
             final_inputs: &final_inputs,
             output: &output,
-            regenerate: &regenerate(args, cwd, command, format, file)?,
+            regenerate: &regenerate(options, cwd, command, format, file)?,
             archives: &archives,
             aliases,
             check_always: !skewed.is_empty(),
@@ -179,7 +179,7 @@ pub(super) fn emit_in(
         f.set_modified(started)
     })
     .map_err(|e| Fail::environment(format!("write {file}: {e}")))?;
-    if !args.run.quiet {
+    if !options.run.quiet {
         report::note(&format!(
             "link: wrote {file} ({} jobs; files in {rel}); link with: {} -f {}",
             outputs.len(),
@@ -247,7 +247,7 @@ pub(super) fn file_names(cwd: &Utf8Path, file: &Utf8Path) -> (Utf8PathBuf, Vec<S
 /// that shapes the file resolved (the format, wrapper and compiler may have come from the
 /// environment, which the build tool's may not be).
 pub(super) fn regenerate(
-    args: &LinkArgs,
+    options: &Options,
     cwd: &Utf8Path,
     command: &LinkCommand,
     format: crate::render::Format,
@@ -259,22 +259,24 @@ pub(super) fn regenerate(
         "--quiet".to_string(),
         "--emit-check".to_string(),
         format!("--backend={}", format.tool()),
-        format!("--wrapper={}", args.run.wrapper.wrapper),
+        format!("--wrapper={}", shell_words::join(&options.run.wrapper)),
         format!("--compiler={}", command.compiler),
     ];
     words.extend(
-        args.backend_arg
+        options
+            .backend_arg
             .iter()
             .map(|a| format!("--backend-arg={a}")),
     );
     words.extend(
-        args.backend_remove
+        options
+            .backend_remove
             .iter()
             .map(|a| format!("--backend-remove={a}")),
     );
     words.push(format!("--emit={file}"));
     words.push("--".to_string());
-    words.extend(args.command.iter().cloned());
+    words.extend(options.command.iter().cloned());
     Ok(words)
 }
 

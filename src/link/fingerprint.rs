@@ -2,8 +2,9 @@
 //! the digest of the bytes read), so that its own rule, once the build tool runs it, can tell
 //! whether one really changed; and which of them are dated in the future.
 //!
-//! It knows file metadata and the one file it keeps the fingerprints in; it does not know
-//! what the files are for, nor when the build tool runs the rule (it goes by dates).
+//! It knows file metadata and what the one file it keeps the fingerprints in holds (a line of
+//! JSON, in the store's layout: `store::ARCHIVES`); it does not know what the files are for,
+//! nor when the build tool runs the rule (it goes by dates).
 
 use camino::Utf8Path;
 use serde::{Deserialize, Serialize};
@@ -13,7 +14,12 @@ use std::os::unix::fs::MetadataExt;
 use std::time::SystemTime;
 
 /// The file, in an emitted link's directory, that holds its archives' fingerprints.
-const FILE: &str = "archives.json";
+const FILE: &str = "archives";
+
+/// The fingerprints' file of the link emitted with `dir`.
+fn kept(dir: &Utf8Path) -> crate::store::Kept {
+    crate::store::Kept::new(dir.join(FILE), crate::store::ARCHIVES)
+}
 
 /// Device, inode, size, modification and change times.
 type Stat = [i64; 7];
@@ -68,10 +74,8 @@ pub fn record(
 
 /// Writes the record whole, so a check never reads half.
 fn write(dir: &Utf8Path, record: &Recorded) -> std::io::Result<()> {
-    let text = serde_json::to_string(record).expect("JSON of strings");
-    crate::util::fsutil::write_atomically(&dir.join(FILE), |f| {
-        std::io::Write::write_all(f, text.as_bytes())
-    })
+    let line = serde_json::to_string(record).expect("JSON of strings");
+    kept(dir).keep(false, || Ok(vec![line])).map(drop)
 }
 
 /// Whether the link emitted with `dir` must be emitted again: an archive's bytes changed (its
@@ -79,8 +83,8 @@ fn write(dir: &Utf8Path, record: &Recorded) -> std::io::Result<()> {
 /// or an archive is dated in the future where none was, or none is any more where one was (the
 /// file gets or drops the rule that checks on every run).
 pub fn changed(dir: &Utf8Path, cwd: &Utf8Path) -> bool {
-    let Some(mut record) = fs::read_to_string(dir.join(FILE))
-        .ok()
+    let Some(mut record) = kept(dir)
+        .read()
         .and_then(|text| serde_json::from_str::<Recorded>(&text).ok())
     else {
         return true;
@@ -159,8 +163,7 @@ mod tests {
         date(&cwd.join("a"), SystemTime::now() - Duration::from_secs(5));
         fs::write(cwd.join("b"), "two").unwrap();
         assert!(!changed(&cwd, &cwd));
-        let saved: Recorded =
-            serde_json::from_str(&fs::read_to_string(cwd.join(FILE)).unwrap()).unwrap();
+        let saved: Recorded = serde_json::from_str(&kept(&cwd).read().unwrap()).unwrap();
         assert_eq!(
             saved.archives["a"].stat,
             stat(&cwd.join("a")),

@@ -9,7 +9,7 @@
 
 use super::command::*;
 use super::inputs::*;
-use crate::cli::LinkArgs;
+use super::options::Options;
 use crate::exec::process::{self, Watch};
 use crate::job::parse::{Spec, SpecCommon, SpecJob};
 use crate::link::fingerprint::Print;
@@ -84,7 +84,7 @@ impl Plan {
     /// module's native object.
     pub(super) fn jobs(
         &self,
-        args: &LinkArgs,
+        options: &Options,
         command: &LinkCommand,
         cwd: &Utf8Path,
     ) -> Result<(Spec, BTreeMap<String, String>), Fail> {
@@ -136,13 +136,13 @@ impl Plan {
         ];
         let backend = command.backend();
         common.extend(backend.options());
-        common.extend(args.backend_arg.iter().cloned());
+        common.extend(options.backend_arg.iter().cloned());
         let common: Vec<String> = common
             .into_iter()
             .enumerate()
             .filter(|(i, w)| {
                 *i == 0
-                    || !args
+                    || !options
                         .backend_remove
                         .iter()
                         .any(|p| ldargs::pattern_matches(p, w))
@@ -182,7 +182,7 @@ fn target(command: &LinkCommand, cwd: &Utf8Path, jobs: &[SpecJob]) -> String {
 
 /// Everything after the private directory exists; the caller removes it.
 pub(super) fn flow(
-    args: &LinkArgs,
+    options: &Options,
     command: &LinkCommand,
     cwd: &Utf8Path,
     private: &Utf8Path,
@@ -211,20 +211,19 @@ pub(super) fn flow(
         watch,
         "thin link",
     )?;
-    let (spec, outputs) = plan.jobs(args, command, cwd)?;
+    let (spec, outputs) = plan.jobs(options, command, cwd)?;
 
     // Step 2: the jobs, through the same engine as a DTLTO link's; the file is written for
     // `--keep` and `--save`, the engine takes the jobs as they are.
     let job_file = private.join("jobs.json");
     fs::write(&job_file, spec.to_json())
         .map_err(|e| Fail::environment(format!("write {job_file}: {e}")))?;
-    let mut run = args.run.clone();
-    run.job_file = Some(job_file.clone());
     let file = spec
         .into_file()
         .map_err(|e| Fail::bad_input(format!("parse job file {job_file}: {e}")))?;
     crate::engine::run_file(
-        &run,
+        &options.run,
+        &job_file,
         cwd.as_std_path().to_path_buf(),
         file,
         jobserver,
@@ -238,7 +237,7 @@ pub(super) fn flow(
         ),
     })?;
 
-    if let Some(dir) = &args.keep_objects {
+    if let Some(dir) = &options.keep_objects {
         keep_objects(dir, &plan.items, &outputs, cwd)?;
     }
 

@@ -14,9 +14,9 @@ mod fingerprint;
 mod flow;
 mod inputs;
 mod ldargs;
+mod options;
 mod rsp;
 
-use crate::cli::LinkArgs;
 use crate::exec::process::Watch;
 use crate::exec::rundir::RunDir;
 use crate::report::{self, Fail};
@@ -24,23 +24,19 @@ use camino::Utf8PathBuf;
 use command::checked;
 use emitted::{discard_emitted, emit, file_names, lock_directory};
 use flow::flow;
+pub(crate) use options::Options;
 
 /// `dtlto-bridge link`: with `--emit`, writes the build file of the link; else runs it.
 pub(crate) fn link(
-    args: &LinkArgs,
+    options: &Options,
     jobserver: jobserver::FromEnv,
     watch: &Watch,
 ) -> Result<(), Fail> {
-    if args.run.job_file.is_some() {
-        return Err(Fail::bad_input(
-            "link: takes the link command after `--`, not a job file",
-        ));
-    }
     let cwd = std::env::current_dir()
         .map_err(|e| Fail::environment(format!("find the current directory: {e}")))?;
     let cwd = Utf8PathBuf::from_path_buf(cwd)
         .map_err(|p| Fail::environment(format!("use {}: not UTF-8", p.display())))?;
-    if let Some(file) = &args.emit {
+    if let Some(file) = &options.emit {
         // As the build tool will name it (`ninja -f` runs from here), so that the rule that
         // writes it again is its own.
         let (file, aliases) = file_names(&cwd, file);
@@ -48,19 +44,19 @@ pub(crate) fn link(
         // One emit at a time in FILE's directory (two runs of its own rule at once would
         // each replace FILE.dtlto/); the second then finds nothing changed.
         let _one = lock_directory(&cwd.join(file))?;
-        if args.emit_check
+        if options.emit_check
             && !crate::link::fingerprint::changed(&cwd.join(format!("{file}.dtlto")), &cwd)
         {
             return Ok(());
         }
-        let result = checked(args, &cwd)
-            .and_then(|command| emit(args, &command, &cwd, file, &aliases, watch));
+        let result = checked(options, &cwd)
+            .and_then(|command| emit(options, &command, &cwd, file, &aliases, watch));
         if result.is_err() {
             discard_emitted(&cwd, file);
         }
         return result;
     }
-    let command = checked(args, &cwd)?;
+    let command = checked(options, &cwd)?;
     crate::exec::rundir::remove_dead(&std::env::temp_dir());
     // Named after the link, so that a relink writes the same paths into the index shards and
     // a remote action cache knows its jobs.
@@ -76,8 +72,8 @@ pub(crate) fn link(
             state.path()
         ));
     }
-    let result = flow(args, &command, &cwd, state.path(), jobserver, watch);
-    if args.run.keep {
+    let result = flow(options, &command, &cwd, state.path(), jobserver, watch);
+    if options.run.keep {
         let kept = state.keep();
         report::note(&format!("link: kept {kept}"));
     }

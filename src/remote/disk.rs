@@ -17,7 +17,6 @@ use rustix::fs::{
 use std::fs;
 use std::io::{Error, ErrorKind, Read, Write};
 use std::os::fd::OwnedFd;
-use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
@@ -58,28 +57,15 @@ impl Disk {
     /// directory, or others may write in it.
     pub fn open(dir: PathBuf) -> Result<Disk, String> {
         let shown = dir.display().to_string();
-        fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&dir)
-            .map_err(|e| format!("make {shown}: {e}"))?;
-        // The directory opened, then its owner and mode read from what was opened: nothing can
-        // be put in its place between the check and the use.
-        let top = rustix::fs::open(
-            &dir,
-            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-            Mode::empty(),
-        )
-        .map_err(|e| format!("open {shown}: {e}"))?;
+        let refused = |why: String| {
+            format!(
+                "{why}: files another user put there would be taken as outputs; name a \
+                 directory of your own in --remote-disk-cache (DTLTO_BRIDGE_REMOTE_DISK_CACHE)"
+            )
+        };
+        let top = crate::store::own_dir(&dir).map_err(refused)?;
+        let cas = crate::store::own_subdir(&top, "cas", &shown).map_err(refused)?;
         let uid = rustix::process::geteuid().as_raw();
-        trusted(&top, &shown, uid)?;
-        match mkdirat(&top, "cas", Mode::from_raw_mode(0o700)) {
-            Ok(()) | Err(rustix::io::Errno::EXIST) => {}
-            Err(e) => return Err(format!("make {shown}/cas: {e}")),
-        }
-        let cas = openat(&top, "cas", dir_flags(), Mode::empty())
-            .map_err(|e| format!("open {shown}/cas: {}", no_link(e, Path::new("cas"))))?;
-        trusted(&cas, &format!("{shown}/cas"), uid)?;
         Ok(Disk { dir, top, cas, uid })
     }
 
@@ -279,28 +265,6 @@ fn names(fd: &OwnedFd) -> Vec<std::ffi::CString> {
         .map(|e| e.file_name().to_owned())
         .filter(|n| n.as_bytes() != b"." && n.as_bytes() != b"..")
         .collect()
-}
-
-/// Refuses the directory `fd` (shown as `shown`) unless it is `uid`'s and no one else may write
-/// in it: files another user put there would be taken as outputs.
-fn trusted(fd: &OwnedFd, shown: &str, uid: u32) -> Result<(), String> {
-    let st = fstat(fd).map_err(|e| format!("read {shown}: {e}"))?;
-    let mode = st.st_mode & 0o7777;
-    let why = if st.st_uid != uid {
-        format!(
-            "{shown} belongs to uid {}, not to this user (uid {uid}): files another user put \
-             there would be taken as outputs",
-            st.st_uid
-        )
-    } else if mode & 0o022 != 0 {
-        format!("others may write in {shown} (mode {mode:o}): make it 0700")
-    } else {
-        return Ok(());
-    };
-    Err(format!(
-        "{why}, or name a directory of your own in --remote-disk-cache \
-         (DTLTO_BRIDGE_REMOTE_DISK_CACHE)"
-    ))
 }
 
 /// Directories are opened without following a symbolic link.

@@ -23,10 +23,11 @@ pub struct Options {
     pub root_is_slash: bool,
     /// Whether jobs are keyed by content where they can be (`--remote-key`).
     pub by_content: bool,
-    /// Where input files' digests are remembered between links (`memo::inputs`), if anywhere.
-    pub memo: Option<PathBuf>,
+    /// The link's files where input files' digests (`memo::inputs`) and jobs' actions
+    /// (`memo::jobs`) are remembered between links, if anywhere.
+    pub memo: Option<crate::store::LinkFiles>,
     /// Where outputs are kept on this machine by digest (`disk`), if anywhere; used only
-    /// with the action cache and `memo` (the remembered actions are beside it).
+    /// with the action cache and `memo` (the remembered actions say which outputs to take).
     pub disk: Option<PathBuf>,
 }
 

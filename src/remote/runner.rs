@@ -15,7 +15,6 @@ use super::reapi::Client;
 use super::session::Session;
 use crate::job::outcome::{RemoteEnd as End, RemoteTotals as Totals};
 use crate::job::parse::JobFile;
-use crate::report::history::ACTIONS;
 use crate::util::fsutil::lock;
 use bazel_remote_apis::build::bazel::remote::execution::v2 as re;
 use std::path::Path;
@@ -50,12 +49,11 @@ impl Remote {
     ) -> Result<(Remote, Vec<Option<String>>), String> {
         // The connection is made while the remembered digests and actions load.
         let load = || {
-            let memo = InputDigests::load(options.memo.clone());
+            let files = options.memo.as_ref();
+            let memo = InputDigests::load(files.map(|f| f.digests.clone()));
             // Only with the action cache: a job remembered is built again to execute.
             let known = match options.cache {
-                true => {
-                    RememberedJobs::load(options.memo.as_ref().map(|p| p.with_extension(ACTIONS)))
-                }
+                true => RememberedJobs::load(files.map(|f| f.actions.clone())),
                 false => RememberedJobs::default(),
             };
             (memo, known)

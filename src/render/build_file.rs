@@ -10,7 +10,7 @@ use askama::Template;
 use std::fmt::{self, Display, Write};
 
 /// The two build-file formats.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
     Ninja,
     Make,

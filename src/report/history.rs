@@ -2,28 +2,23 @@
 //! output, so the next link can start its longest jobs first; and what went into each module's
 //! remote action, so that a miss in the action cache can say what changed.
 //!
-//! It knows one small JSON file per (directory, linker output) in a cache directory, named by a
-//! stable hash, holding the modules of the last link only, and at most `MAX_FILES` such files,
-//! and the labels of what goes into a remote action (`Part`); it does not know how jobs run. A missing, unreadable or stale file only means fewer estimates
-//! and misses explained as "no earlier link".
+//! It knows what the history file of a link (`store::LinkFiles::history`) holds: one line of
+//! JSON, the modules of the last link only; and the labels of what goes into a remote action
+//! (`Part`). It does not know where the file is, nor how jobs run. A missing, unreadable or
+//! stale file only means fewer estimates and misses explained as "no earlier link".
 
 use crate::job::parse::JobFile;
-use crate::util::fsutil::stable_name;
-use camino::{Utf8Path, Utf8PathBuf};
+use crate::store::LinkFiles;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-
-/// The most history files (and digest files) kept; the least recently used go first (a file
-/// in use is rewritten, or touched when unchanged).
-pub const MAX_FILES: usize = 256;
 
 pub use crate::job::outcome::Ingredients;
 
 /// Seconds per module, and what went into each module's remote action, for one linker output
 /// in one directory.
 pub struct History {
-    path: Utf8PathBuf,
+    files: LinkFiles,
     saved: Saved,
 }
 
@@ -64,26 +59,6 @@ fn fold_imports(made: &Ingredients) -> (Ingredients, Ingredients) {
     folded.insert(IMPORT_SET.into(), import_set(made));
     (folded, imported)
 }
-
-/// The default cache directory: `$XDG_CACHE_HOME/dtlto-bridge`, else `~/.cache/dtlto-bridge`.
-pub fn default_dir() -> Option<Utf8PathBuf> {
-    let nonempty = |v: &str| std::env::var(v).ok().filter(|s| !s.is_empty());
-    nonempty("XDG_CACHE_HOME")
-        .map(Utf8PathBuf::from)
-        .or_else(|| nonempty("HOME").map(|h| Utf8PathBuf::from(h).join(".cache")))
-        .map(|d| d.join("dtlto-bridge"))
-}
-
-/// The name, without its extension, of the files kept for one linker output in one directory.
-pub fn stem(cwd: &std::path::Path, linker_output: &str) -> String {
-    stable_name(&[cwd.as_os_str().as_encoded_bytes(), linker_output.as_bytes()])
-}
-
-/// The extension of the input digests kept beside each history file (remote/memo/inputs.rs).
-pub const DIGESTS: &str = "digests";
-
-/// The extension of the jobs' actions kept beside each history file (remote/memo/jobs.rs).
-pub const ACTIONS: &str = "actions";
 
 /// A module's name as it stays from link to link: lld names an archive member it extracts
 /// `lib.a(m.o at 80).4.1D36.o`, where `.4.1D36.o` is a counter and lld's pid in hex, and ` at
@@ -161,21 +136,15 @@ pub struct Miss {
 }
 
 impl History {
-    /// The history of `linker_output` linked in `cwd`; empty when there is none yet.
-    pub fn load(dir: &Utf8Path, cwd: &std::path::Path, linker_output: &str) -> History {
-        let path = dir.join(format!("{}.json", stem(cwd, linker_output)));
-        let bytes = std::fs::read(&path).unwrap_or_default();
-        // Earlier versions saved only the seconds, as the whole object.
-        let saved = serde_json::from_slice(&bytes)
-            .ok()
-            .or_else(|| {
-                serde_json::from_slice(&bytes).ok().map(|seconds| Saved {
-                    seconds,
-                    ..Saved::default()
-                })
-            })
+    /// The history of the link whose files are `files`; empty when there is none yet.
+    pub fn load(files: &LinkFiles) -> History {
+        let saved = (files.history.read())
+            .and_then(|text| serde_json::from_str(&text).ok())
             .unwrap_or_default();
-        History { path, saved }
+        History {
+            files: files.clone(),
+            saved,
+        }
     }
 
     /// Why job `index`'s action, made of `now`, was not in the action cache: what differs from
@@ -228,8 +197,8 @@ impl History {
     /// Folds in the durations of a successful run (an even mix with what was remembered) and
     /// the ingredients of its remote actions (None: remembered ones stay), keeps only this
     /// link's modules, and saves the file whole, so that concurrent links never see half of it
-    /// (only touches it when nothing changed). After a write, trims the directory to
-    /// `MAX_FILES` history files and as many digest files.
+    /// (only touches it when nothing changed). After a write, trims the cache directory
+    /// (`LinkFiles::trim`).
     pub fn record(
         &mut self,
         file: &JobFile<'_>,
@@ -244,14 +213,10 @@ impl History {
             self.saved = saved;
             unchanged
         };
-        let bytes = || Ok(serde_json::to_vec(&self.saved)?);
-        if !crate::util::fsutil::keep(self.path.as_std_path(), unchanged, bytes)? {
-            return Ok(());
+        let line = || Ok(vec![serde_json::to_string(&self.saved)?]);
+        if self.files.history.keep(unchanged, line)? {
+            self.files.trim();
         }
-        let dir = self.path.parent().unwrap_or(Utf8Path::new("."));
-        trim(dir, "json", MAX_FILES);
-        trim(dir, DIGESTS, MAX_FILES);
-        trim(dir, ACTIONS, MAX_FILES);
         Ok(())
     }
 
@@ -425,29 +390,18 @@ fn join(parts: impl Iterator<Item = String>) -> String {
     parts.collect::<Vec<_>>().join(", ")
 }
 
-/// Removes the least recently written history files beyond `keep`.
-fn trim(dir: &Utf8Path, extension: &str, keep: usize) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    let mut files: Vec<(std::time::SystemTime, std::path::PathBuf)> = entries
-        .flatten()
-        .filter(|e| Utf8Path::new(&*e.file_name().to_string_lossy()).extension() == Some(extension))
-        .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
-        .collect();
-    if files.len() <= keep {
-        return;
-    }
-    files.sort();
-    for (_, path) in &files[..files.len() - keep] {
-        let _ = std::fs::remove_file(path);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::job::parse::parse;
+
+    fn load(dir: &std::path::Path, cwd: &str, output: &str) -> History {
+        let dir = camino::Utf8PathBuf::from_path_buf(dir.to_path_buf()).unwrap();
+        let files = crate::store::CacheDir::open(dir)
+            .unwrap()
+            .link(cwd.as_ref(), output);
+        History::load(&files)
+    }
 
     fn file(modules: &[&str]) -> JobFile<'static> {
         let jobs: Vec<serde_json::Value> = modules
@@ -466,20 +420,20 @@ mod tests {
     #[test]
     fn remembered_durations_win_and_the_rest_scale_from_bytes() {
         let dir = tempfile::tempdir().unwrap();
-        let dir = Utf8Path::from_path(dir.path()).unwrap();
+        let dir = dir.path();
         let f = file(&["a.o", "b.o", "c.o"]);
-        let mut h = History::load(dir, std::path::Path::new("/x"), "p");
+        let mut h = load(dir, "/x", "p");
         assert_eq!(h.estimate(&f, &[10, 20, 30]), [10.0, 20.0, 30.0]);
         h.record(&f, &[Some(4.0), None, Some(1.0)], &[]).unwrap();
 
-        let mut again = History::load(dir, std::path::Path::new("/x"), "p");
+        let mut again = load(dir, "/x", "p");
         // a: 4 s, c: 1 s, remembered; b: 20 bytes at the rate of (4 + 1) s / (10 + 30) bytes.
         assert_eq!(again.estimate(&f, &[10, 20, 30]), [4.0, 2.5, 1.0]);
         again.record(&f, &[Some(2.0), None, None], &[]).unwrap();
-        let third = History::load(dir, std::path::Path::new("/x"), "p");
+        let third = load(dir, "/x", "p");
         assert_eq!(third.estimate(&f, &[10, 20, 30])[0], 3.0);
 
-        let other = History::load(dir, std::path::Path::new("/y"), "p");
+        let other = load(dir, "/y", "p");
         assert_eq!(other.estimate(&f, &[10, 20, 30]), [10.0, 20.0, 30.0]);
     }
 
@@ -497,46 +451,33 @@ mod tests {
             assert_eq!(module_key(path), key, "{path}");
         }
         let dir = tempfile::tempdir().unwrap();
-        let dir = Utf8Path::from_path(dir.path()).unwrap();
+        let dir = dir.path();
         let first = file(&["libx.a(m.o at 80).4.1D36.o"]);
-        let mut h = History::load(dir, std::path::Path::new("/x"), "p");
+        let mut h = load(dir, "/x", "p");
         h.record(&first, &[Some(7.0)], &[]).unwrap();
         let second = file(&["libx.a(m.o at 80).4.2A01.o"]);
-        let h = History::load(dir, std::path::Path::new("/x"), "p");
+        let h = load(dir, "/x", "p");
         assert_eq!(h.estimate(&second, &[1]), [7.0]);
     }
 
     #[test]
-    fn only_the_last_links_modules_and_a_bounded_number_of_files_are_kept() {
+    fn only_the_last_links_modules_are_kept_and_an_earlier_versions_file_is_not_read() {
         let dir = tempfile::tempdir().unwrap();
-        let dir = Utf8Path::from_path(dir.path()).unwrap();
-        let mut h = History::load(dir, std::path::Path::new("/x"), "p");
+        let dir = dir.path();
+        let mut h = load(dir, "/x", "p");
         h.record(&file(&["a.o", "b.o"]), &[Some(1.0), Some(2.0)], &[])
             .unwrap();
         h.record(&file(&["b.o"]), &[Some(4.0)], &[]).unwrap();
-        let text = std::fs::read_to_string(&h.path).unwrap();
-        assert_eq!(text, r#"{"seconds":{"b.o":3.0}}"#);
-        // A file of an earlier version (the seconds alone) is still read.
-        std::fs::write(&h.path, r#"{"b.o":6.0}"#).unwrap();
-        let old = History::load(dir, std::path::Path::new("/x"), "p");
-        assert_eq!(old.estimate(&file(&["b.o"]), &[1]), [6.0]);
-        for i in 0..5 {
-            let mut h = History::load(dir, std::path::Path::new("/y"), &format!("p{i}"));
-            h.record(&file(&["a.o"]), &[Some(1.0)], &[]).unwrap();
-        }
-        // Digest files are trimmed apart from history files.
-        for i in 0..4 {
-            std::fs::write(dir.join(format!("d{i}.{DIGESTS}")), "").unwrap();
-        }
-        trim(dir, "json", 3);
-        trim(dir, DIGESTS, 2);
-        let mut left: Vec<String> = std::fs::read_dir(dir)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .map(|n| n.rsplit_once('.').unwrap().1.to_string())
-            .collect();
-        left.sort();
-        assert_eq!(left, ["digests", "digests", "json", "json", "json"]);
+        let path = h.files.history.path().to_path_buf();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(
+            text,
+            "dtlto-bridge history 1\n{\"seconds\":{\"b.o\":3.0}}\n"
+        );
+        // A file of an earlier version (JSON without the first line) reads as no history.
+        std::fs::write(&path, r#"{"seconds":{"b.o":6.0}}"#).unwrap();
+        let old = load(dir, "/x", "p");
+        assert_eq!(old.estimate(&file(&["b.o"]), &[1]), [1.0]);
     }
 
     fn made(pairs: &[(&str, &str)]) -> Ingredients {
@@ -551,7 +492,7 @@ mod tests {
     #[test]
     fn a_run_that_changes_nothing_is_found_without_folding() {
         let dir = tempfile::tempdir().unwrap();
-        let dir = Utf8Path::from_path(dir.path()).unwrap();
+        let dir = dir.path();
         // z.o is no job's module (lld's cache had it): its import stays while an action has it.
         let a = made(&[
             ("the module a.o", "1"),
@@ -561,10 +502,10 @@ mod tests {
         ]);
         let b = made(&[("the module b.o", "2"), ("the command", "c")]);
         let abc = file(&["a.o", "b.o", "c.o"]);
-        let mut h = History::load(dir, std::path::Path::new("/x"), "p");
+        let mut h = load(dir, "/x", "p");
         h.record(&abc, &[None, None, Some(1.0)], &[Some(&a), Some(&b), None])
             .unwrap();
-        let h = History::load(dir, std::path::Path::new("/x"), "p");
+        let h = load(dir, "/x", "p");
         let other_import = made(&[
             ("the module a.o", "1"),
             ("the command", "c"),
@@ -724,16 +665,16 @@ mod tests {
             assert_eq!(difference(&made(&base), &other).kind, "an import changed");
         }
         let dir = tempfile::tempdir().unwrap();
-        let dir = Utf8Path::from_path(dir.path()).unwrap();
+        let dir = dir.path();
         let f = file(&["libx.a(m.o at 80).4.1D36.o"]);
-        let mut h = History::load(dir, std::path::Path::new("/x"), "p");
+        let mut h = load(dir, "/x", "p");
         let now = made(&base);
         assert_eq!(
             h.why_missed(&f, 0, &now).reason,
             "no earlier link of this module here to compare with"
         );
         h.record(&f, &[None], &[Some(&now)]).unwrap();
-        let again = History::load(dir, std::path::Path::new("/x"), "p");
+        let again = load(dir, "/x", "p");
         // Another pid, and the member moved in its archive: the same module.
         let next = file(&["libx.a(m.o at 96).4.2A01.o"]);
         assert_eq!(

@@ -286,23 +286,6 @@ pub fn touch(path: &Path) -> std::io::Result<()> {
     f.set_modified(std::time::SystemTime::now())
 }
 
-/// Keeps `path` for the next link: only marked as used (for the trims) when `unchanged` and it
-/// is there, else written whole with `text()`, its directory made. Whether it was written.
-pub fn keep(
-    path: &Path,
-    unchanged: bool,
-    text: impl FnOnce() -> std::io::Result<Vec<u8>>,
-) -> std::io::Result<bool> {
-    if unchanged && touch(path).is_ok() {
-        return Ok(false);
-    }
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    write_whole(path, &text()?, 0o666, || Ok(()))?;
-    Ok(true)
-}
-
 /// Locks `m`, also when a thread panicked while holding it (what it guards stays usable).
 pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())

@@ -1,9 +1,7 @@
 //! Util: what every layer may use and nothing of the crate — file-system helpers (`fsutil`:
-//! files written whole or not at all, stable names, locks, digests) and the one layout of the
-//! small files remembered between links (`store`).
+//! files written whole or not at all, stable names, locks, digests).
 //!
 //! It knows files, renames, SHA-256 and mutexes; it does not know jobs, links, servers or what
 //! the files it writes mean.
 
 pub(crate) mod fsutil;
-pub(crate) mod store;

@@ -1,8 +1,8 @@
 //! Identity: the compiler's identity (a digest of its binary and its version line), remembered
 //! for a clang binary that did not change.
 //!
-//! It knows how to ask a compiler its version, and one small file beside the history,
-//! `compilers`, a line per compiler asked: `KEY IDENTITY`. The key is a digest of the
+//! It knows how to ask a compiler its version, and what the compilers' file of the cache
+//! directory (`store::CacheDir::compilers`) holds, a line per compiler asked: `KEY IDENTITY`. The key is a digest of the
 //! compiler's path and the identities (device, inode, size, modification and change times) of
 //! its file, its directory, and each library it needs found on its run path (the file a
 //! symlink there names: a package upgrade replaces it), and `LD_LIBRARY_PATH`, searched first.
@@ -13,12 +13,10 @@
 //! version line tells, so it is asked at every link. It does not know actions or servers.
 
 use super::inputs::{trusted, Key};
-use crate::util::store::Store;
+use crate::store::Kept;
 use std::path::{Path, PathBuf};
 use std::thread::JoinHandle;
 
-/// The first line of the file; another one means a file of another layout, read as empty.
-const STORE: Store = Store::new("compilers", 1);
 /// The most compilers remembered: the newest stay.
 const MAX_LINES: usize = 64;
 
@@ -36,19 +34,19 @@ enum State {
 }
 
 impl AskedCompiler {
-    /// Asks the compiler of `file`'s first job, or remembers it from `dir` (the history's).
-    pub fn start(file: &crate::job::parse::JobFile<'_>, dir: Option<PathBuf>) -> AskedCompiler {
+    /// Asks the compiler of `file`'s first job, or remembers it from `kept`.
+    pub fn start(file: &crate::job::parse::JobFile<'_>, kept: Option<Kept>) -> AskedCompiler {
         let program = file
             .jobs
             .first()
             .and_then(|j| j.command.words().next())
             .map(|w| w.to_string())
             .unwrap_or_default();
-        let (p, d) = (program.clone(), dir.clone());
+        let (p, k) = (program.clone(), kept.clone());
         AskedCompiler(
-            match std::thread::Builder::new().spawn(move || compiler(&p, d.as_deref())) {
+            match std::thread::Builder::new().spawn(move || compiler(&p, k.as_ref())) {
                 Ok(thread) => State::Asking(thread),
-                Err(_) => State::Answered(compiler(&program, dir.as_deref())),
+                Err(_) => State::Answered(compiler(&program, kept.as_ref())),
             },
         )
     }
@@ -74,8 +72,8 @@ impl Drop for AskedCompiler {
 }
 
 /// The compiler's identity: a digest of its binary and its version text, so that a compiler
-/// replaced at the same path changes every action. Remembered in `dir` when it may be.
-pub fn compiler(program: &str, dir: Option<&Path>) -> Result<String, String> {
+/// replaced at the same path changes every action. Remembered in `kept` when it may be.
+pub fn compiler(program: &str, kept: Option<&Kept>) -> Result<String, String> {
     let path = if program.contains('/') {
         PathBuf::from(program)
     } else {
@@ -83,7 +81,7 @@ pub fn compiler(program: &str, dir: Option<&Path>) -> Result<String, String> {
     };
     let real = std::fs::canonicalize(&path)
         .map_err(|e| format!("find the compiler {}: {e}", path.display()))?;
-    let memo = dir.and_then(|dir| Some((dir.join("compilers"), key(&real)?)));
+    let memo = kept.and_then(|kept| Some((kept, key(&real)?)));
     if let Some((file, key)) = &memo {
         if let Some(identity) = remembered(file, key) {
             return Ok(identity);
@@ -95,7 +93,7 @@ pub fn compiler(program: &str, dir: Option<&Path>) -> Result<String, String> {
     let itself = installed.is_some_and(|d| Some(d.as_path()) == real.parent());
     if let Some((file, key)) = memo.filter(|_| itself) {
         // Best effort: not remembered only means asked again.
-        let _ = remember(&file, &key, &identity);
+        let _ = remember(file, &key, &identity);
     }
     Ok(identity)
 }
@@ -214,10 +212,8 @@ fn run_path_libraries(
 }
 
 /// The identity remembered under `key` in `file`.
-fn remembered(file: &Path, key: &str) -> Option<String> {
-    let text = STORE.read(file)?;
-    STORE
-        .body(&text)?
+fn remembered(file: &Kept, key: &str) -> Option<String> {
+    file.read()?
         .lines()
         .filter_map(|l| l.split_once(' '))
         .find(|(k, _)| *k == key)
@@ -225,9 +221,8 @@ fn remembered(file: &Path, key: &str) -> Option<String> {
 }
 
 /// Remembers `identity` under `key` in `file`, first, with at most `MAX_LINES` others.
-fn remember(file: &Path, key: &str, identity: &str) -> std::io::Result<()> {
-    let old = STORE.read(file).unwrap_or_default();
-    let others = STORE.body(&old).unwrap_or("");
+fn remember(file: &Kept, key: &str, identity: &str) -> std::io::Result<()> {
+    let others = file.read().unwrap_or_default();
     // The newest first: the oldest go when there are too many.
     let lines = std::iter::once(format!("{key} {identity}")).chain(
         others
@@ -236,7 +231,7 @@ fn remember(file: &Path, key: &str, identity: &str) -> std::io::Result<()> {
             .take(MAX_LINES - 1)
             .map(str::to_string),
     );
-    STORE.keep(file, false, || Ok(lines.collect())).map(drop)
+    file.keep(false, || Ok(lines.collect())).map(drop)
 }
 
 #[cfg(test)]
@@ -312,37 +307,35 @@ mod tests {
         let script = bin.join("clang-script");
         std::fs::write(&script, "#!/bin/sh\necho 'fake clang version 1'\n").unwrap();
         std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let memo = history.join("compilers");
+        let kept = Kept::new(history.join("compilers"), crate::store::COMPILERS);
+        let memo = kept.path().to_path_buf();
         let (clang, copy) = (clang.to_str().unwrap(), copy.to_str().unwrap());
         // Just written: not settled, so asked and not remembered.
-        let asked = compiler(clang, Some(&history)).unwrap();
+        let asked = compiler(clang, Some(&kept)).unwrap();
         assert_eq!(lines(&memo), 0);
         std::thread::sleep(std::time::Duration::from_millis(1100));
-        assert_eq!(compiler(clang, Some(&history)).unwrap(), asked);
+        assert_eq!(compiler(clang, Some(&kept)).unwrap(), asked);
         assert_eq!(lines(&memo), 2, "the header and the compiler");
         // Remembered: the answer comes from the file, not from the compiler.
         let text = std::fs::read_to_string(&memo).unwrap();
         std::fs::write(&memo, text.replace(&asked, "sha256:remembered")).unwrap();
-        assert_eq!(
-            compiler(clang, Some(&history)).unwrap(),
-            "sha256:remembered"
-        );
+        assert_eq!(compiler(clang, Some(&kept)).unwrap(), "sha256:remembered");
         assert_eq!(compiler(clang, None).unwrap(), asked, "no history");
         // Its library replaced (the binary and its directory as they were): asked again, and
         // the new version line makes a new identity.
         fake_llvm(&lib, 2);
-        let upgraded = compiler(clang, Some(&history)).unwrap();
+        let upgraded = compiler(clang, Some(&kept)).unwrap();
         assert_ne!(upgraded, asked);
         assert_ne!(upgraded, "sha256:remembered");
         // A stand-in that says it is installed elsewhere, or a script: asked at every link,
         // never remembered.
         let before = lines(&memo);
-        compiler(copy, Some(&history)).unwrap();
-        let one = compiler(script.to_str().unwrap(), Some(&history)).unwrap();
+        compiler(copy, Some(&kept)).unwrap();
+        let one = compiler(script.to_str().unwrap(), Some(&kept)).unwrap();
         assert_eq!(lines(&memo), before);
         std::fs::write(&script, "#!/bin/sh\necho 'fake clang version 2'\n").unwrap();
         assert_ne!(
-            compiler(script.to_str().unwrap(), Some(&history)).unwrap(),
+            compiler(script.to_str().unwrap(), Some(&kept)).unwrap(),
             one
         );
     }

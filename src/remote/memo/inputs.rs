@@ -11,17 +11,14 @@
 //! Archive members that lld extracts are new files in every link, so they are always read. It
 //! does not know what the files are for.
 
-use crate::util::store::Store;
+use crate::store::Kept;
 use bazel_remote_apis::build::bazel::remote::execution::v2 as re;
 use std::collections::HashMap;
 use std::io::Read;
 use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
-
-/// The first line of the file; another one means a file of another layout, read as empty.
-const STORE: Store = Store::new("digests", 1);
 
 /// How long a file must have been left alone before its digest is remembered.
 const SETTLED: Duration = Duration::from_secs(1);
@@ -64,7 +61,7 @@ impl Key {
 #[derive(Default)]
 pub struct InputDigests {
     /// Where they are kept (None: nothing is remembered).
-    path: Option<PathBuf>,
+    kept: Option<Kept>,
     known: HashMap<Key, String>,
     /// This link's files that may be remembered, with their digests.
     now: Mutex<HashMap<Key, String>>,
@@ -73,15 +70,14 @@ pub struct InputDigests {
 }
 
 impl InputDigests {
-    /// The digests kept at `path` (nothing when None or unreadable).
-    pub fn load(path: Option<PathBuf>) -> InputDigests {
-        let known = path
-            .as_deref()
-            .and_then(|p| STORE.read(p))
+    /// The digests kept in `kept` (nothing when None or unreadable).
+    pub fn load(kept: Option<Kept>) -> InputDigests {
+        let known = (kept.as_ref())
+            .and_then(Kept::read)
             .map(|text| parse(&text))
             .unwrap_or_default();
         InputDigests {
-            path,
+            kept,
             known,
             now: Mutex::default(),
             devices: Mutex::default(),
@@ -96,7 +92,7 @@ impl InputDigests {
         path: &Path,
         seen: Option<&std::fs::Metadata>,
     ) -> std::io::Result<re::Digest> {
-        if self.path.is_none() {
+        if self.kept.is_none() {
             // Nothing is remembered: no identity to take.
             return read_digest(&mut std::fs::File::open(path)?);
         }
@@ -139,11 +135,11 @@ impl InputDigests {
     /// Keeps this link's digests for the next link of the output, when they differ from those
     /// it found; an error only says they could not be written.
     pub fn save(&self) -> std::io::Result<()> {
-        let Some(path) = &self.path else {
+        let Some(kept) = &self.kept else {
             return Ok(());
         };
         let now = crate::util::fsutil::lock(&self.now);
-        STORE.keep(path, *now == self.known, || Ok(lines(&now)))?;
+        kept.keep(*now == self.known, || Ok(lines(&now)))?;
         Ok(())
     }
 }
@@ -202,11 +198,9 @@ fn lines(entries: &HashMap<Key, String>) -> Vec<String> {
     lines
 }
 
-fn parse(text: &str) -> HashMap<Key, String> {
-    STORE
-        .body(text)
-        .map(|body| body.lines().filter_map(parse_line).collect())
-        .unwrap_or_default()
+/// The digests of a file's lines.
+fn parse(lines: &str) -> HashMap<Key, String> {
+    lines.lines().filter_map(parse_line).collect()
 }
 
 fn parse_line(line: &str) -> Option<(Key, String)> {
@@ -235,6 +229,7 @@ fn parse_line(line: &str) -> Option<(Key, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::DIGESTS;
 
     fn set_times(path: &Path, seconds_ago: u64) {
         let t = SystemTime::now() - Duration::from_secs(seconds_ago);
@@ -246,23 +241,22 @@ mod tests {
     #[test]
     fn a_file_is_remembered_only_once_settled_and_read_again_once_changed() {
         let dir = tempfile::tempdir().unwrap();
-        let (file, memo_path) = (dir.path().join("a.o"), dir.path().join("x.digests"));
+        let file = dir.path().join("a.o");
+        let kept = Kept::new(dir.path().join("x.digests"), DIGESTS);
+        let memo_path = kept.path().to_path_buf();
         std::fs::write(&file, b"one").unwrap();
         let one = read_digest(&mut &b"one"[..]).unwrap();
         // Just written: its change time is now, so it is read but not remembered.
-        let memo = InputDigests::load(Some(memo_path.clone()));
+        let memo = InputDigests::load(Some(kept.clone()));
         assert_eq!(memo.digest(&file, None).unwrap(), one);
         memo.save().unwrap();
-        assert!(InputDigests::load(Some(memo_path.clone())).known.is_empty());
+        assert!(InputDigests::load(Some(kept.clone())).known.is_empty());
         // The change time cannot be set back: a memo that saw it long ago stands in for that.
         let key = Key::of(&std::fs::metadata(&file).unwrap());
         let fake = "f".repeat(64);
-        std::fs::write(
-            &memo_path,
-            STORE.text(lines(&HashMap::from([(key, fake.clone())]))),
-        )
-        .unwrap();
-        let memo = InputDigests::load(Some(memo_path.clone()));
+        kept.keep(false, || Ok(lines(&HashMap::from([(key, fake.clone())]))))
+            .unwrap();
+        let memo = InputDigests::load(Some(kept.clone()));
         assert_eq!(
             memo.digest(&file, None).unwrap().hash,
             fake,
@@ -282,7 +276,7 @@ mod tests {
         // Rewritten with the same size and an old modification time: read again.
         std::fs::write(&file, b"two").unwrap();
         set_times(&file, 3600);
-        let memo = InputDigests::load(Some(memo_path.clone()));
+        let memo = InputDigests::load(Some(kept.clone()));
         assert_eq!(
             memo.digest(&file, None).unwrap(),
             read_digest(&mut &b"two"[..]).unwrap()
@@ -299,21 +293,17 @@ mod tests {
             ctime: (1_700_000_001, 999_999_999),
         };
         let hash = "0123456789abcdef".repeat(4);
-        let text = STORE.text(lines(&HashMap::from([(key, hash.clone())])));
+        let text: String = lines(&HashMap::from([(key, hash.clone())]))
+            .iter()
+            .map(|l| format!("{l}\n"))
+            .collect();
         assert_eq!(
             text,
-            format!(
-                "{}\n2049 77 3 1700000000.000000005 1700000001.999999999 {hash}\n",
-                STORE.header()
-            )
+            format!("2049 77 3 1700000000.000000005 1700000001.999999999 {hash}\n")
         );
         assert_eq!(parse(&text), HashMap::from([(key, hash.clone())]));
         let bad = format!("{text}1 2 3 4.5 6.7 nothex\n1 2 3 4 5.6 {hash}\n\n");
         assert_eq!(parse(&bad).len(), 1);
-        assert!(
-            parse(&text.replace(" 1\n", " 9\n")).is_empty(),
-            "another layout"
-        );
         assert!(Key::of(&std::fs::metadata("/").unwrap()).settled(SystemTime::now()));
     }
 }

@@ -12,17 +12,14 @@
 
 use crate::job::outcome::Ingredients;
 use crate::remote::action::{self, Common, JobAction};
+use crate::store::Kept;
 use crate::util::fsutil::Words;
-use crate::util::store::Store;
 use bazel_remote_apis::build::bazel::remote::execution::v2 as re;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
-
-/// The first line of the file; another one means a file of another layout, read as empty.
-const STORE: Store = Store::new("actions", 2);
 
 /// What a job's action is, as the lookup and the report need it (not what executing it needs).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -43,7 +40,7 @@ struct Entry {
 #[derive(Default)]
 pub struct RememberedJobs {
     /// Where they are kept (None: nothing is remembered).
-    path: Option<PathBuf>,
+    kept: Option<Kept>,
     /// What identifies this program's build: a rebuilt one may build other actions.
     program: String,
     known: HashMap<String, Entry>,
@@ -52,19 +49,18 @@ pub struct RememberedJobs {
 }
 
 impl RememberedJobs {
-    /// The actions kept at `path` (nothing when None, unreadable, or when this program's own
+    /// The actions kept in `kept` (nothing when None, unreadable, or when this program's own
     /// file cannot be found).
-    pub fn load(path: Option<PathBuf>) -> RememberedJobs {
+    pub fn load(kept: Option<Kept>) -> RememberedJobs {
         let Some(program) = program_identity() else {
             return RememberedJobs::default();
         };
-        let known = path
-            .as_deref()
-            .and_then(|p| STORE.read(p))
+        let known = (kept.as_ref())
+            .and_then(Kept::read)
             .map(|text| parse(&text))
             .unwrap_or_default();
         RememberedJobs {
-            path,
+            kept,
             program,
             known,
             now: Mutex::default(),
@@ -76,9 +72,9 @@ impl RememberedJobs {
     /// name lld gives per link, and `labels` its inputs' labels in the report; the rest is what
     /// the link shares.
     pub fn key(&self, common: &Common, identity: &str, labels: &[String]) -> Option<String> {
-        self.path.as_ref()?;
+        self.kept.as_ref()?;
         let mut h = Words::default();
-        h.word(&STORE.header());
+        h.word(&crate::store::ACTIONS.header());
         h.word(&self.program);
         h.word(&common.cwd.to_string_lossy());
         let flags = (common.root_is_slash, common.by_content, common.cache);
@@ -99,7 +95,7 @@ impl RememberedJobs {
 
     /// Whether jobs are remembered at all.
     pub fn remembers(&self) -> bool {
-        self.path.is_some()
+        self.kept.is_some()
     }
 
     /// The job remembered under `key`, as a JobAction that is not whole (`outputs` are where
@@ -180,11 +176,11 @@ impl RememberedJobs {
     /// Keeps this link's actions for the next link of the output, when they differ from those
     /// it found; an error only says they could not be written.
     pub fn save(&self) -> std::io::Result<()> {
-        let Some(path) = &self.path else {
+        let Some(kept) = &self.kept else {
             return Ok(());
         };
         let now = crate::util::fsutil::lock(&self.now);
-        STORE.keep(path, *now == self.known, || lines(&now))?;
+        kept.keep(*now == self.known, || lines(&now))?;
         Ok(())
     }
 }
@@ -215,11 +211,10 @@ fn lines(entries: &HashMap<String, Entry>) -> std::io::Result<Vec<String>> {
     Ok(lines)
 }
 
-fn parse(text: &str) -> HashMap<String, Entry> {
-    let Some(rest) = STORE.body(text) else {
-        return HashMap::new();
-    };
-    rest.par_lines()
+/// The jobs of a file's lines.
+fn parse(lines: &str) -> HashMap<String, Entry> {
+    lines
+        .par_lines()
         .filter_map(|line| {
             let (key, json) = line.split_once(' ')?;
             Some((key.to_string(), serde_json::from_str(json).ok()?))
@@ -249,7 +244,7 @@ mod tests {
 
     fn known() -> RememberedJobs {
         RememberedJobs {
-            path: Some("/nowhere/x.actions".into()),
+            kept: Some(Kept::new("/nowhere/x.actions", crate::store::ACTIONS)),
             program: "p".into(),
             ..RememberedJobs::default()
         }
@@ -307,10 +302,11 @@ mod tests {
     fn the_file_round_trips_and_bad_lines_are_dropped() {
         let entry = entry(Some("why"), &[("compiler", "c")]);
         let entries = HashMap::from([("k1".to_string(), entry.clone())]);
-        let text = STORE.text(lines(&entries).unwrap());
+        let text: String = (lines(&entries).unwrap().iter())
+            .map(|l| format!("{l}\n"))
+            .collect();
         assert_eq!(parse(&text), entries);
         assert_eq!(parse(&format!("{text}k2 {{not json\nk3\n")), entries);
-        assert!(parse(&text.replace(&STORE.header(), "dtlto-bridge actions 0")).is_empty());
     }
 
     #[test]

@@ -9,15 +9,16 @@ use std::path::{Path, PathBuf};
 
 /// Lowest first; lib.rs and main.rs stand above all. The modules of one group stand side by
 /// side: `exec` (local execution) and `remote` (the REAPI client) meet only in `engine`.
-const LAYERS: [&[&str]; 9] = [
+const LAYERS: [&[&str]; 10] = [
     &["util"],
+    &["store"],
     &["job"],
     &["render"],
     &["report"],
     &["exec", "remote"],
-    &["cli"],
     &["engine"],
     &["link"],
+    &["cli"],
     &["cmd"],
 ];
 
