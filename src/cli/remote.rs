@@ -4,7 +4,7 @@
 //!
 //! It knows these options and reads the files they name (headers, TLS); it does not connect.
 
-use super::{as_given, user_path};
+use super::given::{as_given, user_path};
 use camino::Utf8PathBuf;
 use clap::Args;
 

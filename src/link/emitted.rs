@@ -65,6 +65,7 @@ pub(super) fn emit(
     emit_in(options, command, cwd, file, aliases, &at, watch)
 }
 
+/// The thin link in `dir`, and the flow written to `file`.
 pub(super) fn emit_in(
     options: &Options,
     command: &LinkCommand,
@@ -104,42 +105,9 @@ pub(super) fn emit_in(
         &plan.final_args(&outputs),
     )?;
 
-    let mut thin_inputs = BTreeSet::new();
-    let mut archives = BTreeSet::new();
-    let mut final_inputs: Vec<String> = outputs.values().cloned().collect();
-    for item in &plan.items {
-        match item {
-            Item::Module { path, .. } => {
-                thin_inputs.insert(path.clone());
-            }
-            Item::File(path) => {
-                thin_inputs.insert(path.clone());
-                final_inputs.push(path.clone());
-            }
-            Item::Members(m) => {
-                archives.insert(m.archive.clone());
-                for (path, bitcode, _) in &m.members {
-                    thin_inputs.insert(path.clone());
-                    if !bitcode {
-                        final_inputs.push(path.clone());
-                    }
-                }
-            }
-            Item::Word(_) => {}
-        }
-    }
-    let archives: Vec<String> = archives.into_iter().collect();
-    // Dated in the future (clock skew): ninja and make cannot tell by dates whether it changed
-    // until then, so the file's own rule looks at every run.
-    let skewed = crate::link::fingerprint::future(cwd, &archives);
-    if !skewed.is_empty() {
-        report::warning(&format!(
-            "link --emit: {} dated in the future (clock skew?): until then, every run of {file} \
-             checks whether an archive changed",
-            skewed.join(", ")
-        ));
-    }
-    crate::link::fingerprint::record(dir, prints, !skewed.is_empty()).map_err(Fail::environment)?;
+    let (thin_inputs, mut final_inputs, archives) = inputs(&plan);
+    final_inputs.splice(0..0, outputs.values().cloned());
+    let skewed = fingerprints(cwd, dir, file, &archives, prints)?;
     let mut thin_outputs = vec![plan.list.clone()];
     for native in outputs.values() {
         thin_outputs.push(crate::job::output::shard_name(native));
@@ -161,7 +129,7 @@ pub(super) fn emit_in(
             build_file: file.as_str(),
             ld: &command.ld,
             thin_rsp: &format!("{rel}/thin.rsp"),
-            thin_inputs: &thin_inputs.into_iter().collect::<Vec<_>>(),
+            thin_inputs: &thin_inputs,
             thin_outputs: &thin_outputs,
             stamp: &stamp,
             final_rsp: &format!("{rel}/final.rsp"),
@@ -180,14 +148,67 @@ pub(super) fn emit_in(
     })
     .map_err(|e| Fail::environment(format!("write {file}: {e}")))?;
     if !options.run.quiet {
+        let (jobs, tool) = (outputs.len(), format.tool());
+        let file_word = escape::shell_word(file.as_str());
         report::note(&format!(
-            "link: wrote {file} ({} jobs; files in {rel}); link with: {} -f {}",
-            outputs.len(),
-            format.tool(),
-            escape::shell_word(file.as_str())
+            "link: wrote {file} ({jobs} jobs; files in {rel}); link with: {tool} -f {file_word}"
         ));
     }
     Ok(())
+}
+
+/// What the thin link reads (every module and file, each member of an archive) and what the
+/// final link reads besides the native objects (files, and members that are not bitcode), and
+/// the archives whose members were extracted, each once and in order.
+fn inputs(plan: &Plan) -> (Vec<String>, Vec<String>, Vec<String>) {
+    let mut thin_inputs = BTreeSet::new();
+    let mut archives = BTreeSet::new();
+    let mut final_inputs = Vec::new();
+    for item in &plan.items {
+        match item {
+            Item::Module { path, .. } => {
+                thin_inputs.insert(path.clone());
+            }
+            Item::File(path) => {
+                thin_inputs.insert(path.clone());
+                final_inputs.push(path.clone());
+            }
+            Item::Members(m) => {
+                archives.insert(m.archive.clone());
+                for (path, bitcode, _) in &m.members {
+                    thin_inputs.insert(path.clone());
+                    if !bitcode {
+                        final_inputs.push(path.clone());
+                    }
+                }
+            }
+            Item::Word(_) => {}
+        }
+    }
+    let ordered = |set: BTreeSet<String>| set.into_iter().collect();
+    (ordered(thin_inputs), final_inputs, ordered(archives))
+}
+
+/// Records the archives' fingerprints in `dir`; those dated in the future (clock skew), which
+/// ninja and make cannot tell by dates whether they changed until then, so that the file's own
+/// rule looks at every run (said once here).
+fn fingerprints(
+    cwd: &Utf8Path,
+    dir: &Utf8Path,
+    file: &Utf8Path,
+    archives: &[String],
+    prints: BTreeMap<String, crate::link::fingerprint::Print>,
+) -> Result<Vec<String>, Fail> {
+    let skewed = crate::link::fingerprint::future(cwd, archives);
+    if !skewed.is_empty() {
+        report::warning(&format!(
+            "link --emit: {} dated in the future (clock skew?): until then, every run of {file} \
+             checks whether an archive changed",
+            skewed.join(", ")
+        ));
+    }
+    crate::link::fingerprint::record(dir, prints, !skewed.is_empty()).map_err(Fail::environment)?;
+    Ok(skewed)
 }
 
 /// Locks the directory that holds `file` until the returned handle is dropped (blocking).

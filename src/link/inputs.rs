@@ -65,68 +65,30 @@ pub(super) fn read_inputs(
             )
         }
     };
-    let mut items = Vec::new();
-    let mut in_lib = false;
-    // What --push-state saves and --pop-state restores, as lld does: --whole-archive and
-    // -static (and --as-needed, which does not change what is read here). lld-link's
-    // `/wholearchive` covers every archive, wherever it stands.
-    let mut state = State {
-        whole: flavor == Flavor::Coff && coffargs::flag(args, "wholearchive"),
-        statik: false,
+    let mut reader = Reader {
+        flavor,
+        args,
+        cwd,
+        private,
+        rel,
+        search,
+        in_lib: false,
+        // lld-link's `/wholearchive` covers every archive, wherever it stands.
+        state: State {
+            whole: flavor == Flavor::Coff && coffargs::flag(args, "wholearchive"),
+            statik: false,
+        },
+        saved: Vec::new(),
+        archives: 0,
     };
-    let mut saved = Vec::new();
-    let mut archives = 0;
+    let mut items = Vec::new();
     for word in words {
-        let mut whole = state.whole;
-        let (named, path) = match &word {
-            Word::Option(o) => {
-                let bare = match flavor {
-                    Flavor::Elf => o.trim_start_matches('-').to_string(),
-                    Flavor::Coff => coffargs::option(o).map(|(n, _)| n).unwrap_or_default(),
-                };
-                match bare.as_str() {
-                    "whole-archive" if flavor == Flavor::Elf => state.whole = true,
-                    "no-whole-archive" => state.whole = false,
-                    "start-lib" => in_lib = true,
-                    "end-lib" => in_lib = false,
-                    "Bstatic" | "static" | "dn" | "non_shared" => state.statik = true,
-                    "Bdynamic" | "dy" | "call_shared" => state.statik = false,
-                    "push-state" => saved.push(state),
-                    "pop-state" => {
-                        state = saved.pop().ok_or_else(|| {
-                            Fail::bad_input(
-                                "link: --pop-state without a --push-state (lld: \
-                                             unbalanced --push-state/--pop-state)",
-                            )
-                        })?
-                    }
-                    _ => {}
-                }
-                items.push(Item::Word(o.clone()));
-                continue;
-            }
-            Word::Input(p) if flavor == Flavor::Coff => (
-                p.clone(),
-                coffargs::find_file(p, &search, false, cwd).or(Some(p.into())),
-            ),
-            Word::Input(p) => (p.clone(), Some(Utf8PathBuf::from(p))),
-            Word::WholeInput { path, word } => {
-                whole = true;
-                (word.clone(), coffargs::find_file(path, &search, false, cwd))
-            }
-            // A default library is never whole, and `/nodefaultlib` leaves it to lld-link.
-            Word::Library(name) if flavor == Flavor::Coff => {
-                whole = false;
-                let found = (!coffargs::no_default(args, name))
-                    .then(|| coffargs::find_file(name, &search, true, cwd))
-                    .flatten();
-                (format!("/defaultlib:{name}"), found)
-            }
-            Word::Library(name) => (
-                format!("-l{name}"),
-                find_library(name, &search, state.statik, cwd),
-            ),
-        };
+        if let Word::Option(o) = &word {
+            reader.option(o)?;
+            items.push(Item::Word(o.clone()));
+            continue;
+        }
+        let (named, path, whole) = reader.find(&word);
         let as_given = || match &word {
             Word::Input(p) if archive::kind(&cwd.join(p)) != Kind::Missing => Item::File(p.clone()),
             Word::Input(p) => Item::Word(p.clone()),
@@ -136,86 +98,188 @@ pub(super) fn read_inputs(
             items.push(as_given());
             continue;
         };
-        match archive::kind(&cwd.join(&path)) {
-            Kind::Bitcode => items.push(Item::Module {
+        let item = match archive::kind(&cwd.join(&path)) {
+            Kind::Bitcode => Some(Item::Module {
                 path: path.to_string(),
-                lazy: in_lib,
+                lazy: reader.in_lib,
             }),
             Kind::Archive | Kind::ThinArchive => {
-                // Its metadata before its bytes: a change while it is read shows later.
-                let stat = crate::link::fingerprint::stat(&cwd.join(&path));
-                let read =
-                    Archive::read(&path, cwd).map_err(|e| Fail::bad_input(format!("link: {e}")))?;
-                if !read.has_bitcode() {
-                    items.push(as_given());
-                    continue;
-                }
-                if let Some(prints) = prints.as_deref_mut() {
-                    prints.insert(path.to_string(), Print::new(stat, read.bytes()));
-                }
-                archives += 1;
-                let dir = private.join("x").join(archives.to_string());
-                let mut members = Vec::new();
-                for (i, m) in read.members.iter().enumerate() {
-                    // What this flavor of lld links from an archive: bitcode and its own
-                    // objects; ld.lld leaves anything else out, lld-link refuses it.
-                    let object = match (flavor, m.object) {
-                        (Flavor::Elf, Some(Relocatable::Elf)) => true,
-                        (Flavor::Coff, Some(Relocatable::Coff)) => true,
-                        (Flavor::Coff, Some(Relocatable::CoffImport)) => {
-                            return Err(Fail::bad_input(format!(
-                                "link: {named}: member {} is an import object, which lld-link \
-                                 takes only from an archive, and this archive also holds \
-                                 bitcode, whose members `link` passes as files; nothing was run \
-                                 (keep import libraries apart from bitcode, or use integrated \
-                                 DTLTO: /thinlto-distributor:)",
-                                m.name
-                            )))
-                        }
-                        _ => false,
-                    };
-                    let linkable = m.bitcode || object || m.missing;
-                    if !linkable && whole {
-                        return Err(Fail::bad_input(format!(
-                            "link: {named}: member {} is neither a relocatable object nor \
-                             bitcode, and a whole archive links every member (lld refuses it)",
-                            m.name
-                        )));
-                    }
-                    if !linkable {
-                        crate::report::warning(&format!(
-                            "{named}: member {} is neither a relocatable object nor bitcode; \
-                             left out, as lld leaves it",
-                            m.name
-                        ));
-                        continue;
-                    }
-                    let at = match &m.path {
-                        Some(thin) => thin.to_string(),
-                        None => {
-                            fs::create_dir_all(&dir)
-                                .map_err(|e| Fail::environment(format!("create {dir}: {e}")))?;
-                            let file = format!("{i}-{}", safe_name(&m.name));
-                            fs::write(dir.join(&file), read.data(m)).map_err(|e| {
-                                Fail::environment(format!("extract {} from {named}: {e}", m.name))
-                            })?;
-                            format!("{rel}/x/{archives}/{file}")
-                        }
-                    };
-                    members.push((at, m.bitcode, m.name.clone()));
-                }
-                items.push(Item::Members(Members {
-                    named,
-                    archive: path.to_string(),
-                    members,
-                    whole,
-                    in_lib,
-                }));
+                reader.archive(&named, &path, whole, prints.as_deref_mut())?
             }
-            Kind::Other | Kind::Missing => items.push(as_given()),
-        }
+            Kind::Other | Kind::Missing => None,
+        };
+        items.push(item.unwrap_or_else(as_given));
     }
     Ok(items)
+}
+
+/// What reading lld's inputs goes by: the link, and the state its options set so far.
+struct Reader<'a> {
+    flavor: Flavor,
+    args: &'a [String],
+    cwd: &'a Utf8Path,
+    private: &'a Utf8Path,
+    rel: &'a str,
+    /// The library search path, in lld's order.
+    search: Vec<String>,
+    /// Inside a `--start-lib` group.
+    in_lib: bool,
+    state: State,
+    /// What `--push-state` saved.
+    saved: Vec<State>,
+    /// Archives extracted so far (each into its own directory).
+    archives: usize,
+}
+
+impl Reader<'_> {
+    /// Follows an option that changes how later inputs are read: what --push-state saves and
+    /// --pop-state restores, as lld does: --whole-archive and -static (and --as-needed, which
+    /// does not change what is read here); `--start-lib` groups.
+    fn option(&mut self, o: &str) -> Result<(), Fail> {
+        let bare = match self.flavor {
+            Flavor::Elf => o.trim_start_matches('-').to_string(),
+            Flavor::Coff => coffargs::option(o).map(|(n, _)| n).unwrap_or_default(),
+        };
+        match bare.as_str() {
+            "whole-archive" if self.flavor == Flavor::Elf => self.state.whole = true,
+            "no-whole-archive" => self.state.whole = false,
+            "start-lib" => self.in_lib = true,
+            "end-lib" => self.in_lib = false,
+            "Bstatic" | "static" | "dn" | "non_shared" => self.state.statik = true,
+            "Bdynamic" | "dy" | "call_shared" => self.state.statik = false,
+            "push-state" => self.saved.push(self.state),
+            "pop-state" => {
+                self.state = self.saved.pop().ok_or_else(|| {
+                    Fail::bad_input(
+                        "link: --pop-state without a --push-state (lld: unbalanced \
+                         --push-state/--pop-state)",
+                    )
+                })?
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// An input word as the link named it, the file lld reads for it (None: not found), and
+    /// whether it is linked whole.
+    fn find(&self, word: &Word) -> (String, Option<Utf8PathBuf>, bool) {
+        let (flavor, search, cwd) = (self.flavor, &self.search, self.cwd);
+        match word {
+            Word::Input(p) if flavor == Flavor::Coff => (
+                p.clone(),
+                coffargs::find_file(p, search, false, cwd).or(Some(p.into())),
+                self.state.whole,
+            ),
+            Word::Input(p) => (p.clone(), Some(Utf8PathBuf::from(p)), self.state.whole),
+            Word::WholeInput { path, word } => (
+                word.clone(),
+                coffargs::find_file(path, search, false, cwd),
+                true,
+            ),
+            // A default library is never whole, and `/nodefaultlib` leaves it to lld-link.
+            Word::Library(name) if flavor == Flavor::Coff => {
+                let found = (!coffargs::no_default(self.args, name))
+                    .then(|| coffargs::find_file(name, search, true, cwd))
+                    .flatten();
+                (format!("/defaultlib:{name}"), found, false)
+            }
+            Word::Library(name) => (
+                format!("-l{name}"),
+                find_library(name, search, self.state.statik, cwd),
+                self.state.whole,
+            ),
+            Word::Option(o) => (o.clone(), None, false),
+        }
+    }
+
+    /// The archive at `path` (named `named`), its members extracted when it holds bitcode and
+    /// its fingerprint taken (None: no bitcode, passed on as it is).
+    fn archive(
+        &mut self,
+        named: &str,
+        path: &Utf8Path,
+        whole: bool,
+        prints: Option<&mut BTreeMap<String, Print>>,
+    ) -> Result<Option<Item>, Fail> {
+        // Its metadata before its bytes: a change while it is read shows later.
+        let stat = crate::link::fingerprint::stat(&self.cwd.join(path));
+        let read =
+            Archive::read(path, self.cwd).map_err(|e| Fail::bad_input(format!("link: {e}")))?;
+        if !read.has_bitcode() {
+            return Ok(None);
+        }
+        if let Some(prints) = prints {
+            prints.insert(path.to_string(), Print::new(stat, read.bytes()));
+        }
+        self.archives += 1;
+        let mut members = Vec::new();
+        for (i, m) in read.members.iter().enumerate() {
+            if !self.linkable(named, m, whole)? {
+                continue;
+            }
+            let at = match &m.path {
+                Some(thin) => thin.to_string(),
+                None => self.extract(named, &read, i)?,
+            };
+            members.push((at, m.bitcode, m.name.clone()));
+        }
+        Ok(Some(Item::Members(Members {
+            named: named.to_string(),
+            archive: path.to_string(),
+            members,
+            whole,
+            in_lib: self.in_lib,
+        })))
+    }
+
+    /// Whether this flavor of lld links the member `m` of `named`: bitcode and its own objects;
+    /// ld.lld leaves anything else out (warned), lld-link refuses it, as both refuse it in a
+    /// whole archive.
+    fn linkable(&self, named: &str, m: &archive::Member, whole: bool) -> Result<bool, Fail> {
+        let object = match (self.flavor, m.object) {
+            (Flavor::Elf, Some(Relocatable::Elf)) => true,
+            (Flavor::Coff, Some(Relocatable::Coff)) => true,
+            (Flavor::Coff, Some(Relocatable::CoffImport)) => {
+                return Err(Fail::bad_input(format!(
+                    "link: {named}: member {} is an import object, which lld-link takes only \
+                     from an archive, and this archive also holds bitcode, whose members `link` \
+                     passes as files; nothing was run (keep import libraries apart from bitcode, \
+                     or use integrated DTLTO: /thinlto-distributor:)",
+                    m.name
+                )))
+            }
+            _ => false,
+        };
+        let linkable = m.bitcode || object || m.missing;
+        if !linkable && whole {
+            return Err(Fail::bad_input(format!(
+                "link: {named}: member {} is neither a relocatable object nor bitcode, and a \
+                 whole archive links every member (lld refuses it)",
+                m.name
+            )));
+        }
+        if !linkable {
+            crate::report::warning(&format!(
+                "{named}: member {} is neither a relocatable object nor bitcode; left out, as \
+                 lld leaves it",
+                m.name
+            ));
+        }
+        Ok(linkable)
+    }
+
+    /// Writes member `i` of the archive `read` (named `named`) into this archive's directory
+    /// of the private directory; its path as the link names it.
+    fn extract(&self, named: &str, read: &Archive, i: usize) -> Result<String, Fail> {
+        let m = &read.members[i];
+        let dir = self.private.join("x").join(self.archives.to_string());
+        fs::create_dir_all(&dir).map_err(|e| Fail::environment(format!("create {dir}: {e}")))?;
+        let file = format!("{i}-{}", safe_name(&m.name));
+        fs::write(dir.join(&file), read.data(m))
+            .map_err(|e| Fail::environment(format!("extract {} from {named}: {e}", m.name)))?;
+        Ok(format!("{}/x/{}/{file}", self.rel, self.archives))
+    }
 }
 
 /// The state `--push-state` saves.

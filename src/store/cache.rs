@@ -5,7 +5,8 @@
 //!
 //! It knows names, the trim and who may write there; it does not know what the files hold.
 
-use super::{Kept, ACTIONS, COMPILERS, DIGESTS, HISTORY};
+use super::kept::{Kept, Kind, ACTIONS, COMPILERS, DIGESTS, HISTORY};
+use super::own::own_dir;
 use camino::{Utf8Path, Utf8PathBuf};
 use std::path::Path;
 
@@ -14,7 +15,7 @@ use std::path::Path;
 pub const MAX_FILES: usize = 256;
 
 /// The extensions of one link's files, each trimmed to `MAX_FILES`.
-const PER_LINK: [(&str, super::Kind); 3] = [
+const PER_LINK: [(&str, Kind); 3] = [
     ("history", HISTORY),
     ("digests", DIGESTS),
     ("actions", ACTIONS),
@@ -53,7 +54,7 @@ impl CacheDir {
     /// first write when missing.
     pub fn open(path: Utf8PathBuf) -> Result<CacheDir, String> {
         if path.as_std_path().is_dir() {
-            super::own_dir(path.as_std_path())?;
+            own_dir(path.as_std_path())?;
         }
         Ok(CacheDir { path })
     }

@@ -45,6 +45,20 @@ impl Kind {
     }
 }
 
+// Every kind kept, with its layout's version (raised when what its lines hold changes).
+
+/// How long each job took, and what went into its remote action (`report::history`).
+pub const HISTORY: Kind = Kind::new("history", 1);
+/// Input files' digests by their identity (`remote::memo::inputs`).
+pub const DIGESTS: Kind = Kind::new("digests", 1);
+/// Each job's action by what it is built from (`remote::memo::jobs`).
+pub const ACTIONS: Kind = Kind::new("actions", 2);
+/// Compilers' identities (`remote::memo::compilers`).
+pub const COMPILERS: Kind = Kind::new("compilers", 1);
+/// An emitted link's archives as they were read (`link::fingerprint`), kept in the emitted
+/// link's own directory.
+pub const ARCHIVES: Kind = Kind::new("archives", 1);
+
 /// One remembered file: where it is and its kind.
 #[derive(Debug, Clone)]
 pub struct Kept {

@@ -13,17 +13,5 @@ mod kept;
 mod own;
 
 pub use cache::{CacheDir, LinkFiles};
-pub use kept::{Kept, Kind};
+pub use kept::{Kept, ACTIONS, ARCHIVES};
 pub use own::{own_dir, own_subdir};
-
-/// How long each job took, and what went into its remote action (`report::history`).
-pub const HISTORY: Kind = Kind::new("history", 1);
-/// Input files' digests by their identity (`remote::memo::inputs`).
-pub const DIGESTS: Kind = Kind::new("digests", 1);
-/// Each job's action by what it is built from (`remote::memo::jobs`).
-pub const ACTIONS: Kind = Kind::new("actions", 2);
-/// Compilers' identities (`remote::memo::compilers`).
-pub const COMPILERS: Kind = Kind::new("compilers", 1);
-/// An emitted link's archives as they were read (`link::fingerprint`), kept in the emitted
-/// link's own directory.
-pub const ARCHIVES: Kind = Kind::new("archives", 1);

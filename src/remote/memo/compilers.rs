@@ -307,7 +307,8 @@ mod tests {
         let script = bin.join("clang-script");
         std::fs::write(&script, "#!/bin/sh\necho 'fake clang version 1'\n").unwrap();
         std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let kept = Kept::new(history.join("compilers"), crate::store::COMPILERS);
+        let cache = camino::Utf8PathBuf::from_path_buf(history.clone()).unwrap();
+        let kept = crate::store::CacheDir::open(cache).unwrap().compilers();
         let memo = kept.path().to_path_buf();
         let (clang, copy) = (clang.to_str().unwrap(), copy.to_str().unwrap());
         // Just written: not settled, so asked and not remembered.

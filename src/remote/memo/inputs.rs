@@ -229,7 +229,6 @@ fn parse_line(line: &str) -> Option<(Key, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::DIGESTS;
 
     fn set_times(path: &Path, seconds_ago: u64) {
         let t = SystemTime::now() - Duration::from_secs(seconds_ago);
@@ -242,7 +241,11 @@ mod tests {
     fn a_file_is_remembered_only_once_settled_and_read_again_once_changed() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("a.o");
-        let kept = Kept::new(dir.path().join("x.digests"), DIGESTS);
+        let cache = camino::Utf8PathBuf::from_path_buf(dir.path().join("cache")).unwrap();
+        let kept = crate::store::CacheDir::open(cache)
+            .unwrap()
+            .link(dir.path(), "x")
+            .digests;
         let memo_path = kept.path().to_path_buf();
         std::fs::write(&file, b"one").unwrap();
         let one = read_digest(&mut &b"one"[..]).unwrap();

@@ -26,6 +26,8 @@ const LAYERS: [&[&str]; 10] = [
 const FILE_LINES: usize = 900;
 /// The longest a function of the run engine or the remote client may be, in lines.
 const FN_LINES: usize = 80;
+/// The longest any other function may be, in lines.
+const ANY_FN_LINES: usize = 100;
 
 fn src() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
@@ -199,18 +201,16 @@ fn each_layer_imports_only_the_layers_below_it() {
 /// The file a path names from `file` (`crate::a::b::C` or `super::b`): the deepest module file
 /// of its segments that exists, or None when it is the file itself or a folder's `mod.rs` (a
 /// folder's face, which may re-export its files).
-fn target(file: &Path, path: &[String], from_crate: bool) -> Option<PathBuf> {
-    let mut dir = if from_crate {
-        src()
-    } else {
-        let parent = file.parent().unwrap();
-        if file.file_name().is_some_and(|n| n == "mod.rs") {
-            parent.parent().unwrap().to_path_buf()
-        } else {
-            parent.to_path_buf()
-        }
+fn target(file: &Path, path: &[String], from: From) -> Option<PathBuf> {
+    let parent = file.parent().unwrap();
+    let is_face = file.file_name().is_some_and(|n| n == "mod.rs");
+    let mut dir = match from {
+        From::Crate => src(),
+        From::Super if is_face => parent.parent().unwrap().to_path_buf(),
+        From::Super | From::Child => parent.to_path_buf(),
     };
     let mut found = None;
+    let mut item = None;
     for segment in path {
         let leaf = dir.join(format!("{segment}.rs"));
         let folder = dir.join(segment);
@@ -220,24 +220,93 @@ fn target(file: &Path, path: &[String], from_crate: bool) -> Option<PathBuf> {
         } else if folder.join("mod.rs").is_file() {
             dir = folder;
         } else {
+            item = Some(segment);
             break;
+        }
+    }
+    // A path that stops in a folder names an item of its `mod.rs`: that file, when it
+    // defines the item itself (not when it passes on one of its files', `pub use`).
+    let face = dir.join("mod.rs");
+    if let (None, Some(item)) = (&found, item) {
+        if face.is_file() && defines(&code(&face), item) {
+            found = Some(face);
         }
     }
     found.filter(|f| f != file)
 }
 
-/// Which files each file imports, by the paths it names.
+/// Whether `text` defines `name` itself (not by `use`).
+fn defines(text: &str, name: &str) -> bool {
+    let name = name.split(" as ").next().unwrap_or(name).trim();
+    text.lines().any(|line| {
+        let t = line.trim_start();
+        let t = ["pub(crate) ", "pub(super) ", "pub "]
+            .iter()
+            .find_map(|p| t.strip_prefix(p))
+            .unwrap_or(t);
+        [
+            "fn ",
+            "struct ",
+            "enum ",
+            "const ",
+            "static ",
+            "type ",
+            "trait ",
+            "async fn ",
+        ]
+        .iter()
+        .any(|kind| {
+            t.strip_prefix(kind).is_some_and(|rest| {
+                rest.starts_with(name)
+                    && !rest[name.len()..]
+                        .starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_')
+            })
+        })
+    })
+}
+
+/// Where a path starts: `crate::`, `super::`, or a module a `mod.rs` declares (`child::`).
+#[derive(Clone, Copy)]
+enum From {
+    Crate,
+    Super,
+    Child,
+}
+
+/// The modules a folder's `mod.rs` declares (`mod child;`), which it names without a prefix.
+fn children(text: &str) -> Vec<String> {
+    text.lines()
+        .filter_map(|l| {
+            let t = l.trim_start();
+            let t = ["pub(crate) ", "pub(super) ", "pub "]
+                .iter()
+                .find_map(|p| t.strip_prefix(p))
+                .unwrap_or(t);
+            t.strip_prefix("mod ")?
+                .strip_suffix(';')
+                .map(str::to_string)
+        })
+        .collect()
+}
+
+/// Which files each file imports, by the paths it names; a folder's `mod.rs` also by the paths
+/// into its own modules (`pub use child::Item`, `child::f()`).
 fn imports() -> BTreeMap<PathBuf, BTreeSet<PathBuf>> {
     let mut graph = BTreeMap::new();
     for file in all_files() {
-        if file.file_name().is_some_and(|n| n == "mod.rs") {
-            continue;
-        }
         let text = code(&file);
         let mut to = BTreeSet::new();
-        for (prefix, from_crate) in [("crate::", true), ("super::", false)] {
+        for (prefix, from) in [("crate::", From::Crate), ("super::", From::Super)] {
             for (_, path) in paths(&text, prefix) {
-                to.extend(target(&file, &path, from_crate));
+                to.extend(target(&file, &path, from));
+            }
+        }
+        if file.file_name().is_some_and(|n| n == "mod.rs") {
+            for child in children(&text) {
+                for (_, mut path) in paths(&text, &format!("{child}::")) {
+                    path.insert(0, child.clone());
+                    to.extend(target(&file, &path, From::Child));
+                }
             }
         }
         graph.insert(file, to);
@@ -305,6 +374,11 @@ fn src_has_few_entries_and_no_long_file() {
 
 /// Each function of `text` (outside its unit tests) longer than `FN_LINES`, as "name: lines".
 fn long_functions(text: &str) -> Vec<String> {
+    functions_over(text, FN_LINES)
+}
+
+/// Each function of `text` (outside its unit tests) longer than `most`, as "name: lines".
+fn functions_over(text: &str, most: usize) -> Vec<String> {
     let lines: Vec<&str> = text.lines().collect();
     let mut long = Vec::new();
     let mut i = 0;
@@ -344,7 +418,7 @@ fn long_functions(text: &str) -> Vec<String> {
                 || (j == i && l.trim_end().ends_with(';'))
         });
         let end = end.unwrap_or(i);
-        if end + 1 - i > FN_LINES {
+        if end + 1 - i > most {
             long.push(format!("{name}: {} lines", end + 1 - i));
         }
         i += 1;
@@ -372,6 +446,47 @@ fn no_function_of_the_engine_or_the_remote_client_is_long() {
         "functions over {FN_LINES} lines:\n{}",
         long.join("\n")
     );
+}
+
+#[test]
+fn no_function_anywhere_is_over_a_hundred_lines() {
+    let mut long = Vec::new();
+    let files = all_files();
+    for file in &files {
+        for f in functions_over(&code(file), ANY_FN_LINES) {
+            long.push(format!("{}: {f}", file.display()));
+        }
+    }
+    assert!(files.len() > 100, "checked only {} files", files.len());
+    assert!(
+        long.is_empty(),
+        "functions over {ANY_FN_LINES} lines:\n{}",
+        long.join("\n")
+    );
+}
+
+/// The command line sits on top: no layer below `cli` knows clap (the engine and the classic
+/// flow take their own options, which `cli` fills).
+#[test]
+fn no_layer_below_the_command_line_knows_clap() {
+    let cli = rank("cli").unwrap();
+    let mut knows = Vec::new();
+    let mut checked = 0;
+    for layer in LAYERS[..cli].iter().flat_map(|g| g.iter()) {
+        let mut files = Vec::new();
+        rust_files(&src().join(layer), &mut files);
+        for file in files {
+            checked += 1;
+            for (n, line) in fs::read_to_string(&file).unwrap().lines().enumerate() {
+                let words = line.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'));
+                if !line.trim_start().starts_with("//") && words.into_iter().any(|w| w == "clap") {
+                    knows.push(format!("{}:{}: {}", file.display(), n + 1, line.trim()));
+                }
+            }
+        }
+    }
+    assert!(checked > 80, "checked only {checked} files");
+    assert!(knows.is_empty(), "clap below cli:\n{}", knows.join("\n"));
 }
 
 #[test]
