@@ -1,8 +1,8 @@
 //! dtlto-bridge as a library: the command-line program's layers, one folder each, imported one
-//! way only (each may use those listed before it; `exec` and `remote` stand side by side and
+//! way only (each may use those listed before it; `local` and `remote` stand side by side and
 //! meet only in `engine`):
 //!
-//! `util` → `job` → `render` → `report` → (`exec` | `remote`) → `cli` → `engine`
+//! `util` → `job` → `render` → `report` → (`local` | `remote`) → `cli` → `engine`
 //! → `link` → `cmd`
 //!
 //! It exposes only what tests and the bench need — the job model (`job`) and the renderers
@@ -11,9 +11,9 @@
 mod cli;
 mod cmd;
 mod engine;
-mod exec;
 pub mod job;
 mod link;
+mod local;
 mod remote;
 pub mod render;
 mod report;
@@ -21,7 +21,7 @@ mod store;
 mod util;
 
 use cli::Command;
-use exec::process;
+use local::process;
 use report::Fail;
 
 /// The program: parses the command line, dispatches, prints the error; returns the exit code.
@@ -30,8 +30,8 @@ pub fn main() -> i32 {
         return code;
     }
     match cli::hidden_args() {
-        Some(Ok(cli::Hidden::Job(dir, index))) => return exec::launcher::main(&dir, index),
-        Some(Ok(cli::Hidden::Guard)) => return exec::guard::main(),
+        Some(Ok(cli::Hidden::Job(dir, index))) => return local::launcher::main(&dir, index),
+        Some(Ok(cli::Hidden::Guard)) => return local::guard::main(),
         Some(Err(e)) => return code(Err(Fail::bad_input(e))),
         None => {}
     }
@@ -84,7 +84,7 @@ fn bundle_entries() -> Option<i32> {
 /// Runs a link under the signal watch, the parent's jobserver probed first.
 fn supervised(body: impl FnOnce(jobserver::FromEnv, &process::Watch) -> Result<(), Fail>) -> i32 {
     // First, before any descriptor of our own is opened.
-    let jobserver = exec::slots::probe();
+    let jobserver = local::slots::probe();
     match process::Watch::start() {
         Ok(watch) => {
             let code = code(body(jobserver, &watch));

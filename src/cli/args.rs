@@ -302,10 +302,10 @@ fn pool_slots(text: &str) -> Result<usize, String> {
     let n: usize = text
         .parse()
         .map_err(|_| format!("{text:?} is not a number"))?;
-    if n > crate::exec::pool::MAX_SLOTS {
+    if n > crate::local::pool::MAX_SLOTS {
         return Err(format!(
             "a pool has at most {} slots",
-            crate::exec::pool::MAX_SLOTS
+            crate::local::pool::MAX_SLOTS
         ));
     }
     Ok(n)

@@ -1,6 +1,6 @@
-//! Remote options: how a link reaches a Remote Execution API server — the server, its headers
-//! (whose values are never printed), TLS files, the cache policies, the timeout and the keys —
-//! read into `remote::Options`.
+//! Remote: the remote options — how a link reaches a Remote Execution API server — the server, its
+//! headers (whose values are never printed), TLS files, the cache policies, the timeout and the
+//! keys — read into `remote::Options`.
 //!
 //! It knows these options and reads the files they name (headers, TLS); it does not connect.
 

@@ -125,7 +125,7 @@ pub fn check(args: &CheckArgs) -> Result<(), Fail> {
         };
         return Err(Fail::failed(format!(
             "check {command}: the build failed ({}); {} link(s) went through dtlto-bridge{hint}",
-            crate::exec::process::describe(&status),
+            crate::local::process::describe(&status),
             links.len()
         )));
     }

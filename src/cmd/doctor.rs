@@ -4,7 +4,7 @@
 //! read the jobserver in the environment, and what known wrappers do; it reads no job file.
 
 use crate::cli::DoctorArgs;
-use crate::exec::slots;
+use crate::local::slots;
 use crate::render::Format;
 use crate::report::{self, Fail};
 use std::path::PathBuf;
@@ -149,8 +149,8 @@ fn pool_line(args: &DoctorArgs, parallelism: usize) -> Line {
     let text = if slots == 0 {
         format!("off (--host-slots 0): each link runs up to {parallelism} jobs at once")
     } else {
-        let base = crate::exec::pool::base_dir(args.host_pool.as_deref());
-        match crate::exec::pool::Pool::open(&base, slots) {
+        let base = crate::local::pool::base_dir(args.host_pool.as_deref());
+        match crate::local::pool::Pool::open(&base, slots) {
             Ok(pool) => {
                 let text = match pool.state() {
                     Ok((free, waiting)) => format!(

@@ -9,7 +9,7 @@ use crate::engine::{cwd, missing_list, parse_file};
 use crate::job::validate;
 use crate::render;
 use crate::report::{self, Fail};
-use crate::util::fsutil::Partial;
+use crate::util::whole::Partial;
 use std::fs;
 
 /// `dtlto-bridge emit`: the build file, written where asked, without running it.

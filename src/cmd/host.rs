@@ -9,7 +9,7 @@ use crate::report::Fail;
 use std::path::PathBuf;
 
 pub fn host(command: &HostCommand) -> Result<(), Fail> {
-    let exe = PathBuf::from(crate::exec::process::own_exe().map_err(Fail::environment)?);
+    let exe = PathBuf::from(crate::local::process::own_exe().map_err(Fail::environment)?);
     match command {
         HostCommand::Setup { dir, icecc } => {
             let dir = match dir {

@@ -30,7 +30,7 @@ pub fn man(args: &ManArgs) -> Result<(), Fail> {
     }
     for (file, text) in &pages {
         let path = dir.join(file);
-        crate::util::fsutil::write_atomically(&path, |f| std::io::Write::write_all(f, text))
+        crate::util::whole::write_atomically(&path, |f| std::io::Write::write_all(f, text))
             .map_err(|e| Fail::environment(format!("write {path}: {e}")))?;
     }
     Ok(())

@@ -3,14 +3,14 @@
 //!
 //! It knows what a finished link tells the user and remembers; it runs nothing.
 
-use super::backend::Tool;
 use super::prepare::Prepared;
 use super::records::{log, write_records};
 use super::settle::Settled;
+use super::tool::Tool;
 use super::Options;
-use crate::exec::process::{self, Watch};
 use crate::job::outcome::{Outcome, Ran};
 use crate::job::parse::JobFile;
+use crate::local::process::{self, Watch};
 use crate::report::history::History;
 use crate::report::record;
 use crate::report::{self, Fail};

@@ -5,7 +5,7 @@
 //! It knows what the scheduler and `__send` need to start; what a bundle is, is `bundle`'s.
 
 use super::prepare::Prepared;
-use crate::exec::rundir;
+use crate::local::rundir;
 use crate::remote::bundle::{self, send::Spec};
 use crate::report;
 use camino::Utf8Path;
@@ -40,7 +40,7 @@ pub(super) fn start(p: &Prepared<'_>, dir: &Utf8Path, order: &[usize]) -> Option
         Ok(c) => c,
         Err(e) => return skip(format!("its bundles need the compiler's version: {e}")),
     };
-    let exe = match crate::exec::process::own_exe() {
+    let exe = match crate::local::process::own_exe() {
         Ok(e) => PathBuf::from(e),
         Err(e) => return skip(format!("find dtlto-bridge itself: {e}")),
     };

@@ -1,33 +1,34 @@
 //! Engine: carries out one link's jobs in five steps, one module each: `prepare` (load and
-//! check the job file, decide where slots come from), `decide` (with `--remote`, connect and let
+//! check the job file, find where slots come from), `connect` (with `--remote`, connect and let
 //! the action cache answer what it can before anything starts; the hits' outputs are written),
-//! `execute` (the build file of the jobs left is written into a private directory, and the
+//! `build` (the build file of the jobs left is written into a private directory, and the
 //! scheduler serves the launchers the build tool starts, or with `direct` starts the jobs itself;
 //! nothing starts when no job is left), `settle` (every launcher gone, outputs checked, the traces
 //! of unfinished jobs removed), `conclude` (failures first, then the records, the history and the
-//! summary). `backend` picks the build tool and writes its file; `save` is `--save`.
+//! summary). `tool` picks the build tool and writes its file; `hosts` the distcc and icecream
+//! hosts' slots; `save` is `--save`; `options` what a run is asked.
 //!
-//! It is the one place that joins `exec` (local execution) and `remote` (the REAPI client): it
-//! knows the order of the steps; the details of each live in `job`, `render`, `remote`, `exec`
+//! It is the one place that joins `local` (execution on this machine) and `remote` (the REAPI
+//! client and the hosts' bundles): it knows the order of the steps; the details of each live in `job`, `render`, `remote`, `local`
 //! and `report`. It takes its own `Options` (`options`), which the command line (`cli`) fills;
 //! it does not parse the command line or know the classic flow (`link` runs its jobs through
 //! `run_file`).
 
-mod backend;
+mod build;
 mod conclude;
-mod decide;
-mod execute;
+mod connect;
 mod hosts;
 mod options;
 mod prepare;
 mod records;
 mod save;
 mod settle;
+mod tool;
 
-use crate::exec::process::Watch;
+use crate::job::files;
 use crate::job::outcome;
-use crate::job::output;
 use crate::job::parse::JobFile;
+use crate::local::process::Watch;
 use crate::report::Fail;
 use camino::Utf8Path;
 pub(crate) use options::{Backend, Options, Order, Origin, Origins};
@@ -60,18 +61,18 @@ pub fn run_file(
         return Ok(());
     };
     let start = outcome::now();
-    let mut remote = decide::start_remote(&mut prepared);
-    let hits = decide::look_up(&mut remote, watch);
-    let executed = match execute::execute(&mut prepared, remote, &hits, start, watch) {
-        Ok(executed) => executed,
+    let mut remote = connect::start_remote(&mut prepared);
+    let hits = connect::look_up(&mut remote, watch);
+    let built = match build::build(&mut prepared, remote, &hits, start, watch) {
+        Ok(built) => built,
         Err(fail) => {
             // No build tool for the misses: the hits' outputs go too, as a failed link's.
             for (index, _) in hits.iter().enumerate().filter(|(_, h)| h.is_some()) {
-                output::remove(&prepared.cwd, &prepared.file.jobs[index].outputs);
+                files::remove(&prepared.cwd, &prepared.file.jobs[index].outputs);
             }
             return Err(fail);
         }
     };
-    let settled = settle::settle(&prepared, executed, hits, watch);
+    let settled = settle::settle(&prepared, built, hits, watch);
     conclude::conclude(prepared, settled, watch)
 }

@@ -3,13 +3,13 @@
 //!
 //! It knows what must hold before anything runs; it starts nothing and talks to no server.
 
-use super::backend::Tool;
+use super::tool::Tool;
 use super::Options;
-use crate::exec::rundir;
-use crate::exec::slots;
 use crate::job::outcome;
 use crate::job::parse::{self, JobFile};
 use crate::job::validate;
+use crate::local::rundir;
+use crate::local::slots;
 use crate::report::history::History;
 use crate::report::record;
 use crate::report::{self, Fail};
@@ -128,7 +128,7 @@ pub(super) fn prepare<'a>(
     let parallelism = std::thread::available_parallelism()
         .map(usize::from)
         .unwrap_or(1);
-    let pool_base = crate::exec::pool::base_dir(options.host_pool.as_deref());
+    let pool_base = crate::local::pool::base_dir(options.host_pool.as_deref());
     let decision = slots::decide(
         jobserver,
         &slots::Request {
@@ -208,8 +208,8 @@ fn cache_dir(options: &Options) -> Option<CacheDir> {
     let path = options.history.clone()?;
     CacheDir::open(path)
         .map_err(|why| {
-            let base = crate::exec::pool::base_dir(options.host_pool.as_deref());
-            let dir = crate::exec::pool::user_dir(&base).ok();
+            let base = crate::local::pool::base_dir(options.host_pool.as_deref());
+            let dir = crate::local::pool::user_dir(&base).ok();
             let message = format!("remember links: {why}; nothing is remembered (--history)");
             report::advice::once(dir.as_deref(), &message)
         })

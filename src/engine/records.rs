@@ -5,7 +5,7 @@
 
 use super::Options;
 use crate::report::{self, record};
-use crate::util::fsutil::write_atomically;
+use crate::util::whole::write_atomically;
 use camino::Utf8Path;
 
 /// Appends the link's line to `--log FILE`, if asked for; best effort.

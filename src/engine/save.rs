@@ -1,11 +1,11 @@
-//! Capture: saves a link's job file and every input its jobs read into a directory, laid out as
-//! they are around the linker's directory, so that the jobs can run again later: lld removes
-//! the index shards and the archive members it extracted when the link ends.
+//! Save: `--save` keeps a link's job file and every input its jobs read into a directory, laid out
+//! as they are around the linker's directory, so that the jobs can run again later: lld removes the
+//! index shards and the archive members it extracted when the link ends.
 //!
 //! It knows paths and the file system (hard links where it can, else copies); it does not know
 //! jobs beyond their inputs. Absolute input paths stay where they are and are not saved.
 
-use crate::job::output;
+use crate::job::files;
 use crate::job::parse::JobFile;
 use camino::{Utf8Path, Utf8PathBuf};
 use std::path::Path;
@@ -27,7 +27,7 @@ fn climb(inputs: impl Iterator<Item = impl AsRef<str>>) -> usize {
     inputs
         .filter(|p| !p.as_ref().starts_with('/'))
         .map(|p| {
-            let norm = output::identity(p.as_ref(), "");
+            let norm = files::identity(p.as_ref(), "");
             norm.split('/').take_while(|c| *c == "..").count()
         })
         .max()
@@ -103,12 +103,12 @@ pub fn save(
         if input.starts_with('/') || !seen.insert(input.as_ref()) {
             continue;
         }
-        let to = saved.run_dir.join(output::identity(input, "").as_ref());
+        let to = saved.run_dir.join(files::identity(input, "").as_ref());
         put(&cwd.join(input.as_ref()), &to)?;
     }
     // Outputs go where the jobs write them: their directories must be there.
     for out in file.jobs.iter().flat_map(|j| j.outputs.iter()) {
-        if let Some(parent) = Utf8Path::new(output::identity(out, "").as_ref()).parent() {
+        if let Some(parent) = Utf8Path::new(files::identity(out, "").as_ref()).parent() {
             let parent = saved.run_dir.join(parent);
             std::fs::create_dir_all(&parent).map_err(|e| format!("create {parent}: {e}"))?;
         }

@@ -3,14 +3,14 @@
 //!
 //! It knows what is left once jobs have ended; it words nothing for the user.
 
-use super::execute::{Executed, LAUNCHERS_GONE};
+use super::build::{Built, LAUNCHERS_GONE};
 use super::prepare::Prepared;
-use crate::exec::process::Watch;
-use crate::exec::rundir;
-use crate::exec::sched::JobRecord;
-use crate::exec::server;
+use crate::job::files;
 use crate::job::outcome::{Fallback, Outcome, RemoteEnd, Sent};
-use crate::job::output;
+use crate::local::process::Watch;
+use crate::local::rundir;
+use crate::local::sched::JobRecord;
+use crate::local::server;
 use std::fs;
 use std::process::ExitStatus;
 
@@ -28,18 +28,18 @@ pub(super) struct Settled {
 
 pub(super) fn settle(
     p: &Prepared<'_>,
-    executed: Executed,
+    built: Built,
     hits: Vec<Option<RemoteEnd>>,
     watch: &Watch,
 ) -> Settled {
-    let Executed {
+    let Built {
         server,
         guard,
         remote,
         tool,
         start,
         end,
-    } = executed;
+    } = built;
     let server::Finished {
         mut records,
         mut warnings,
@@ -54,7 +54,7 @@ pub(super) fn settle(
     // Only jobs that did not finish well lose their outputs: with --save-temps, lld keeps the
     // objects of the jobs that did, even in a cancelled link.
     for o in outcomes.iter().filter(|o| !o.ok()) {
-        output::remove(&p.cwd, &p.file.jobs[o.index].outputs);
+        files::remove(&p.cwd, &p.file.jobs[o.index].outputs);
     }
     if let Some(lost) = guard.and_then(|g| g.finish()) {
         warnings.push(format!(

@@ -1,16 +1,17 @@
 //! Job: the job file and what can be known of a job without running it — the file's two schemas
-//! (`parse`), the checks a file must pass (`validate`), what a job's outputs must look like (whole
-//! objects of a known format) and the name of its index shard, what known wrappers do, how a job's
-//! run ended (its outcome), and the relocation model a job follows when its command names none.
+//! (`parse`), the checks a file must pass (`validate`), a job's files (`files`: what its outputs
+//! must look like, whole objects of a known format, and the name of its index shard), what known
+//! wrappers do, how a job's run ended (`outcome`), and the relocation model a job follows when
+//! its command names none.
 //!
 //! It imports nothing else of the crate, and holds `bitcode` (the LLVM bitstream container and
 //! what a module says of itself, which `remote`'s shards use too): it does not render, schedule
 //! or run anything.
 
 pub(crate) mod bitcode;
+pub(crate) mod files;
 pub(crate) mod object;
 pub(crate) mod outcome;
-pub(crate) mod output;
 pub mod parse;
 pub(crate) mod relocation;
 pub(crate) mod validate;

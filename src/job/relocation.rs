@@ -1,9 +1,9 @@
-//! Relocation model: a job whose command names none compiles its module as the module was
-//! built (its "PIC Level" and "PIE Level" flags), as lld's in-process backend does for a
-//! relocatable (`-r`) link, instead of as the compiler's default (PIE on many distributions:
-//! a kernel's `-fno-PIE` module then fails on an `"i"` asm operand). lld's DTLTO names a model
-//! only for `-pie` and `-shared` links. The code model needs nothing: clang's backend takes it
-//! from the module when the command names none.
+//! Relocation: the relocation model — a job whose command names none compiles its module as the
+//! module was built (its "PIC Level" and "PIE Level" flags), as lld's in-process backend does for a
+//! relocatable (`-r`) link, instead of as the compiler's default (PIE on many distributions: a
+//! kernel's `-fno-PIE` module then fails on an `"i"` asm operand). lld's DTLTO names a model only
+//! for `-pie` and `-shared` links. The code model needs nothing: clang's backend takes it from the
+//! module when the command names none.
 //!
 //! It knows clang's relocation-model options and ELF targets; it reads modules through
 //! `bitcode` and runs nothing. A module it cannot read keeps lld's command, and says why.

@@ -3,7 +3,7 @@
 //! It knows that jobs must be independent, that their inputs must exist (relative to the
 //! linker's directory), and what no build file can carry; it does not render or run anything.
 
-use crate::job::output;
+use crate::job::files;
 use crate::job::parse::JobFile;
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::path::Path;
@@ -59,7 +59,7 @@ pub fn check(file: &JobFile<'_>, cwd: &str) -> Result<(), String> {
     writers.reserve(file.jobs.len());
     for (i, job) in file.jobs.iter().enumerate() {
         for (k, out) in job.outputs.iter().enumerate() {
-            if let Some((first, fk)) = writers.insert(output::identity(out, cwd), (i, k)) {
+            if let Some((first, fk)) = writers.insert(files::identity(out, cwd), (i, k)) {
                 let other = &file.jobs[first].outputs[fk];
                 let same = if other == out {
                     String::new()
@@ -74,7 +74,7 @@ pub fn check(file: &JobFile<'_>, cwd: &str) -> Result<(), String> {
     }
     for (i, job) in file.jobs.iter().enumerate() {
         for input in &job.inputs {
-            if let Some((w, _)) = writers.get(&output::identity(input, cwd)) {
+            if let Some((w, _)) = writers.get(&files::identity(input, cwd)) {
                 return Err(format!(
                     "jobs[{i}]: input {input:?} is the output of jobs[{w}]; backend jobs must be independent"
                 ));

@@ -1,13 +1,13 @@
-//! lld-link's arguments: its command line read as lld-link reads it — `/` and `-` spellings,
-//! option names in any case, values after `:`, a `/` word that names no option taken as an input
-//! (a Unix path), response files with Windows quoting (or `--rsp-quoting=posix`), the `LINK` and
-//! `_LINK_` variables, `/libpath:` and `LIB` search — and the backend options lld-link's DTLTO
-//! derives from it.
+//! Coffargs: lld-link's arguments, its command line read as lld-link reads it — `/` and `-`
+//! spellings, option names in any case, values after `:`, a `/` word that names no option taken as
+//! an input (a Unix path), response files with Windows quoting (or `--rsp-quoting=posix`), the
+//! `LINK` and `_LINK_` variables, `/libpath:` and `LIB` search — and the backend options lld-link's
+//! DTLTO derives from it.
 //!
 //! It knows lld-link's option spellings; it does not read input files (beyond finding them) or
 //! run anything.
 
-use crate::link::ldargs::{Backend, Word};
+use crate::link::ldargs::{JobOptions, Word};
 use camino::{Utf8Path, Utf8PathBuf};
 
 /// lld-link 22's option names (`lld-link -help`, and the hidden ones a build may use).
@@ -290,12 +290,12 @@ pub fn find_file(
         (true, false) => vec![name.to_string(), format!("{name}.obj")],
         (false, _) => vec![name.to_string()],
     };
-    crate::util::fsutil::first_file(cwd, search, &names)
+    crate::link::ldargs::first_file(cwd, search, &names)
 }
 
 /// The options of a ThinLTO backend compile that lld-link's DTLTO derives from the link: the
 /// optimisation level (`/opt:lldlto=N`), sample profile, profile-mismatch warnings; never PIC.
-pub fn backend(args: &[String]) -> Backend {
+pub fn job_options(args: &[String]) -> JobOptions {
     let mut opt_level = "2".to_string();
     for value in values(args, "opt") {
         for part in value.split(',') {
@@ -312,7 +312,7 @@ pub fn backend(args: &[String]) -> Backend {
             }
         }
     }
-    Backend {
+    JobOptions {
         opt_level,
         pic: false,
         sample_profile: values(args, "lto-sample-profile")
@@ -382,7 +382,7 @@ mod tests {
 
     #[test]
     fn backend_options_as_lld_link_writes_them() {
-        let opts = |args: &[&str]| backend(&v(args)).options().join(" ");
+        let opts = |args: &[&str]| job_options(&v(args)).options().join(" ");
         let base = "-faddrsig -ffunction-sections -fdata-sections";
         let tail = "-Wno-unused-command-line-argument";
         assert_eq!(opts(&["/opt:ref,LLDLTO=3"]), format!("-O3 {base} {tail}"));

@@ -7,9 +7,9 @@
 //! the flow.
 
 use super::options::Options;
-use crate::exec::process::{self};
 use crate::link::coffargs;
 use crate::link::ldargs::{self};
+use crate::local::process::{self};
 use crate::report::Fail;
 use camino::Utf8Path;
 use std::process::{Command, Stdio};
@@ -134,10 +134,10 @@ impl LinkCommand {
     }
 
     /// The ThinLTO backend options lld's DTLTO derives from this link.
-    pub(super) fn backend(&self) -> ldargs::Backend {
+    pub(super) fn job_options(&self) -> ldargs::JobOptions {
         match self.flavor {
-            Flavor::Elf => ldargs::Backend::from_args(&self.args),
-            Flavor::Coff => coffargs::backend(&self.args),
+            Flavor::Elf => ldargs::JobOptions::from_args(&self.args),
+            Flavor::Coff => coffargs::job_options(&self.args),
         }
     }
 }

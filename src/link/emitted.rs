@@ -9,7 +9,7 @@ use super::command::*;
 use super::flow::{relative, run_ld, write_rsp, Plan};
 use super::inputs::*;
 use super::options::Options;
-use crate::exec::process::Watch;
+use crate::local::process::Watch;
 use crate::render::escape;
 use crate::report::{self, Fail};
 use camino::{Utf8Path, Utf8PathBuf};
@@ -110,7 +110,7 @@ pub(super) fn emit_in(
     let skewed = fingerprints(cwd, dir, file, &archives, prints)?;
     let mut thin_outputs = vec![plan.list.clone()];
     for native in outputs.values() {
-        thin_outputs.push(crate::job::output::shard_name(native));
+        thin_outputs.push(crate::job::files::shard_name(native));
         thin_outputs.push(format!("{native}.imports"));
     }
     let parsed = spec
@@ -142,7 +142,7 @@ pub(super) fn emit_in(
         },
     )
     .map_err(|e| Fail::bad_input(format!("link --emit: render {file}: {e}")))?;
-    crate::util::fsutil::write_atomically(&cwd.join(file), |f| {
+    crate::util::whole::write_atomically(&cwd.join(file), |f| {
         std::io::Write::write_all(f, text.as_bytes())?;
         f.set_modified(started)
     })
@@ -235,7 +235,7 @@ pub(super) fn invoked_as(cwd: &Utf8Path) -> Result<String, Fail> {
     });
     match found {
         Some(path) => Ok(path),
-        None => crate::exec::process::own_exe().map_err(Fail::environment),
+        None => crate::local::process::own_exe().map_err(Fail::environment),
     }
 }
 
@@ -257,7 +257,7 @@ pub(super) fn file_names(cwd: &Utf8Path, file: &Utf8Path) -> (Utf8PathBuf, Vec<S
     let stored = relative.unwrap_or_else(|| file.to_owned());
     let mut aliases: Vec<String> = roots
         .iter()
-        .map(|root| crate::job::output::identity(root.join(&stored).as_str(), "").into_owned())
+        .map(|root| crate::job::files::identity(root.join(&stored).as_str(), "").into_owned())
         .filter(|a| a.as_str() != stored.as_str())
         .collect();
     aliases.dedup();
@@ -307,7 +307,7 @@ mod tests {
 
     #[test]
     fn the_build_file_is_named_as_the_build_tool_names_it() {
-        let lexical = |p| crate::job::output::identity(p, "").into_owned();
+        let lexical = |p| crate::job::files::identity(p, "").into_owned();
         assert_eq!(lexical("/a/./b/../c"), "/a/c");
         assert_eq!(lexical("/a/../../c"), "/c");
         assert_eq!(lexical("../x/./y"), "../x/y");

@@ -37,7 +37,7 @@ impl Print {
     pub fn new(stat: Option<Stat>, bytes: &[u8]) -> Print {
         Print {
             stat,
-            sha256: crate::util::fsutil::sha256_hex(bytes),
+            sha256: crate::util::digest::sha256_hex(bytes),
         }
     }
 }

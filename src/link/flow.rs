@@ -10,10 +10,10 @@
 use super::command::*;
 use super::inputs::*;
 use super::options::Options;
-use crate::exec::process::{self, Watch};
 use crate::job::parse::{Spec, SpecCommon, SpecJob};
 use crate::link::fingerprint::Print;
 use crate::link::ldargs;
+use crate::local::process::{self, Watch};
 use crate::render::escape;
 use crate::report::{self, Fail};
 use camino::{Utf8Component, Utf8Path};
@@ -102,7 +102,7 @@ impl Plan {
                     "thin link: read the imports of {module} ({imports_file}): {e}"
                 ))
             })?;
-            let mut inputs = vec![module.to_string(), crate::job::output::shard_name(line)];
+            let mut inputs = vec![module.to_string(), crate::job::files::shard_name(line)];
             for import in imports.lines().filter(|l| !l.is_empty()) {
                 if !self.modules.contains_key(import) {
                     return Err(mismatch(import, &format!("an import of {module}")));
@@ -112,7 +112,7 @@ impl Plan {
             jobs.push(SpecJob {
                 args: vec![
                     module.to_string(),
-                    format!("-fthinlto-index={}", crate::job::output::shard_name(line)),
+                    format!("-fthinlto-index={}", crate::job::files::shard_name(line)),
                     "-o".to_string(),
                     line.to_string(),
                 ],
@@ -134,8 +134,8 @@ impl Plan {
             "-c".to_string(),
             format!("--target={}", target(command, cwd, &jobs)),
         ];
-        let backend = command.backend();
-        common.extend(backend.options());
+        let derived = command.job_options();
+        common.extend(derived.options());
         common.extend(options.backend_arg.iter().cloned());
         let common: Vec<String> = common
             .into_iter()
@@ -152,7 +152,7 @@ impl Plan {
         let file = Spec {
             common: SpecCommon {
                 args: common,
-                inputs: backend.sample_profile.into_iter().collect(),
+                inputs: derived.sample_profile.into_iter().collect(),
                 linker_output: command.output(),
             },
             jobs,
@@ -255,10 +255,10 @@ pub(super) fn identity<'m>(
     if let Some((k, _)) = modules.get_key_value(module) {
         return Ok(k.as_str());
     }
-    let folded = crate::job::output::identity(module, "");
+    let folded = crate::job::files::identity(module, "");
     if modules
         .keys()
-        .any(|k| crate::job::output::identity(k, "") == folded)
+        .any(|k| crate::job::files::identity(k, "") == folded)
     {
         return Err(mismatch(module, "a module of the thin link"));
     }

@@ -352,7 +352,7 @@ pub(super) fn find_library(
         None if statik => vec![format!("lib{name}.a")],
         None => vec![format!("lib{name}.so"), format!("lib{name}.a")],
     };
-    crate::util::fsutil::first_file(cwd, search, &names)
+    ldargs::first_file(cwd, search, &names)
 }
 
 /// lld's arguments for the thin link (`native` None) or the final link (each linked module's

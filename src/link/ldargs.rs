@@ -1,5 +1,5 @@
-//! Linker arguments: lld's command line as clang's driver prints it (`-###`), response files
-//! expanded, each word told apart as an option, an option's value or an input file; and the
+//! Ldargs: ld.lld's arguments, its command line as clang's driver prints it (`-###`), response
+//! files expanded, each word told apart as an option, an option's value or an input file; and the
 //! ThinLTO backend options lld's DTLTO derives from that command line.
 //!
 //! It knows lld's ELF option spellings and clang's `-###` quoting; it does not read input files
@@ -319,16 +319,16 @@ fn flag(args: &[String], on: &[&str], off: &[&str], default: bool) -> bool {
 /// The options of a ThinLTO backend compile that lld's DTLTO (LLVM 21+) derives from the link:
 /// optimisation level, position independence, sample profile, profile-mismatch warnings.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Backend {
+pub struct JobOptions {
     pub opt_level: String,
     pub pic: bool,
     pub sample_profile: Option<String>,
     pub pgo_warn_mismatch: bool,
 }
 
-impl Backend {
+impl JobOptions {
     /// Reads lld's arguments (the program excluded) as lld's `createConfig` does.
-    pub fn from_args(args: &[String]) -> Backend {
+    pub fn from_args(args: &[String]) -> JobOptions {
         let mut opt_level = "2".to_string();
         let mut sample_profile = None;
         let mut i = 0;
@@ -366,7 +366,7 @@ impl Backend {
             &["no-lto-pgo-warn-mismatch"],
             true,
         );
-        Backend {
+        JobOptions {
             opt_level,
             pic: !relocatable && (pie || shared),
             sample_profile,
@@ -405,6 +405,18 @@ pub fn pattern_matches(pattern: &str, word: &str) -> bool {
             word.len() >= head.len() + tail.len() && word.starts_with(head) && word.ends_with(tail)
         }
     }
+}
+
+/// The first `dir/name` (over `dirs`, then `names`) that is a file under `base`, as
+/// `dir/name`: how linkers search their library paths.
+pub fn first_file(
+    base: &Utf8Path,
+    dirs: &[String],
+    names: &[String],
+) -> Option<camino::Utf8PathBuf> {
+    dirs.iter()
+        .flat_map(|dir| names.iter().map(move |n| Utf8Path::new(dir).join(n)))
+        .find(|p| base.join(p).is_file())
 }
 
 #[cfg(test)]
@@ -491,7 +503,7 @@ mod tests {
 
     #[test]
     fn backend_options_as_lld_writes_them() {
-        let opts = |args: &[&str]| Backend::from_args(&v(args)).options().join(" ");
+        let opts = |args: &[&str]| JobOptions::from_args(&v(args)).options().join(" ");
         let base = "-faddrsig -ffunction-sections -fdata-sections";
         let tail = "-Wno-unused-command-line-argument";
         assert_eq!(

@@ -4,7 +4,7 @@
 //! as a DTLTO link's, the final link, and `--emit`.
 //!
 //! It knows lld's options and the flow's files; it does not know how jobs are scheduled or run
-//! (`engine` and `exec` do) or how build files are written (`render` does).
+//! (`engine` and `local` do) or how build files are written (`render` does).
 
 mod archive;
 mod coffargs;
@@ -17,8 +17,8 @@ mod ldargs;
 mod options;
 mod rsp;
 
-use crate::exec::process::Watch;
-use crate::exec::rundir::RunDir;
+use crate::local::process::Watch;
+use crate::local::rundir::RunDir;
 use crate::report::{self, Fail};
 use camino::Utf8PathBuf;
 use command::checked;
@@ -57,12 +57,12 @@ pub(crate) fn link(
         return result;
     }
     let command = checked(options, &cwd)?;
-    crate::exec::rundir::remove_dead(&std::env::temp_dir());
+    crate::local::rundir::remove_dead(&std::env::temp_dir());
     // Named after the link, so that a relink writes the same paths into the index shards and
     // a remote action cache knows its jobs.
     let uid = rustix::process::getuid().as_raw();
     let name =
-        crate::util::fsutil::stable_name(&[cwd.as_str().as_bytes(), command.output().as_bytes()]);
+        crate::util::digest::stable_name(&[cwd.as_str().as_bytes(), command.output().as_bytes()]);
     let (state, why) =
         RunDir::create_named(&format!("link-{uid}-{name}")).map_err(Fail::environment)?;
     if let Some(why) = why {

@@ -12,7 +12,8 @@ use super::reapi::{self, Client, Executed};
 use super::session::{info_of, without_contents, worker_name, Session};
 use super::upload::upload_job;
 use crate::job::outcome::{self, RemoteEnd as End, RemoteInfo as Info, Status};
-use crate::util::fsutil::{lock, write_whole};
+use crate::util::sync::lock;
+use crate::util::whole::write_whole;
 use bazel_remote_apis::build::bazel::remote::execution::v2 as re;
 use std::sync::atomic::Ordering;
 
@@ -45,9 +46,9 @@ fn timestamp(t: &Option<bazel_remote_apis::google::protobuf::Timestamp>) -> Opti
 const RESUMES: u32 = 100;
 
 /// One job, from upload to verified outputs.
-pub(super) async fn run_job(ctx: &Session, index: usize) -> End {
+pub(super) async fn run_job(session: &Session, index: usize) -> End {
     let start = outcome::now();
-    let Some(job) = ctx.jobs.get(index).and_then(Option::as_ref) else {
+    let Some(job) = session.jobs.get(index).and_then(Option::as_ref) else {
         return failed(
             start,
             Info::default(),
@@ -55,38 +56,38 @@ pub(super) async fn run_job(ctx: &Session, index: usize) -> End {
         );
     };
     let mut info = info_of(job);
-    if let Some(why) = ctx.health.down() {
+    if let Some(why) = session.health.down() {
         return failed(start, info, format!("remote: {why}"));
     }
     let t = std::time::Instant::now();
-    let uploaded = upload_job(ctx, index, job).await;
+    let uploaded = upload_job(session, index, job).await;
     info.upload_seconds = seconds(t);
     if let Err(e) = uploaded {
         return failed(start, info, format!("remote: {e}"));
     }
-    let (end, untaken) = attempt(ctx, index, job, start, info.clone()).await;
+    let (end, untaken) = attempt(session, index, job, start, info.clone()).await;
     let evicted = untaken && end.info.cached;
-    if !evicted || lock(&ctx.state)[index].bad_result || ctx.health.down().is_some() {
+    if !evicted || lock(&session.state)[index].bad_result || session.health.down().is_some() {
         return end;
     }
     // A cached result whose outputs could not be taken (evicted from the CAS, or sent other
     // than their digests): executed once more past the cache, whose entry it then replaces.
-    lock(&ctx.state)[index].bad_result = true;
-    attempt(ctx, index, job, start, info).await.0
+    lock(&session.state)[index].bad_result = true;
+    attempt(session, index, job, start, info).await.0
 }
 
 /// One Execute of the job's action, to its checked outputs; and whether it failed because the
 /// result's outputs could not be taken (not fetched, not whole, or not objects).
 async fn attempt(
-    ctx: &Session,
+    session: &Session,
     index: usize,
     job: &JobAction,
     start: f64,
     mut info: Info,
 ) -> (End, bool) {
-    let mut client = ctx.client.clone();
+    let mut client = session.client.clone();
     let t = std::time::Instant::now();
-    let executed = execute(ctx, &mut client, index, job).await;
+    let executed = execute(session, &mut client, index, job).await;
     info.execute_seconds = seconds(t);
     let response = match executed {
         Ok(response) => response,
@@ -123,13 +124,13 @@ async fn attempt(
         return (end, false);
     }
     let t = std::time::Instant::now();
-    let fetched = fetch_outputs(ctx, &mut client, index, job, &result).await;
+    let fetched = fetch_outputs(session, &mut client, index, job, &result).await;
     info.download_seconds = seconds(t);
     let mut end = match fetched {
         Ok(problem) => held(
-            ctx,
+            session,
             index,
-            verified(ctx, index, problem, start, info),
+            verified(session, index, problem, start, info),
             &result,
         ),
         Err(e) => failed(start, info, format!("remote: {e}")),
@@ -142,14 +143,14 @@ async fn attempt(
 /// Executes job `index`'s action to its response: a stream that broke is re-attached, an
 /// operation the server forgot started again, transient failures retried.
 async fn execute(
-    ctx: &Session,
+    session: &Session,
     client: &mut Client,
     index: usize,
     job: &JobAction,
 ) -> Result<Box<re::ExecuteResponse>, tonic::Status> {
     // The lookup before the run asked the action cache already: this job missed it (or its
     // result was no good, and the cache is skipped).
-    let skip_cache = !ctx.cache || lock(&ctx.state)[index].bad_result;
+    let skip_cache = !session.cache || lock(&session.state)[index].bad_result;
     let mut resume: Option<String> = None;
     let mut backoff = Backoff::new();
     // Clean ends of a stream that brought news: resumed at once, but not forever.
@@ -157,12 +158,12 @@ async fn execute(
     let ended = loop {
         let ended = client
             .execute(&job.action_digest, skip_cache, resume.clone(), |name| {
-                lock(&ctx.state)[index].operation = Some(name.to_string());
+                lock(&session.state)[index].operation = Some(name.to_string());
             })
             .await;
         let (status, progressed) = match ended {
             Executed::Done(r) => {
-                ctx.health.up();
+                session.health.up();
                 match &r.status {
                     Some(s) if s.code != 0 => (
                         tonic::Status::new(tonic::Code::from(s.code), s.message.clone()),
@@ -200,14 +201,14 @@ async fn execute(
         if progressed {
             backoff.reset();
         }
-        ctx.health.retried(&status);
+        session.health.retried(&status);
         let again = reapi::transient(status.code()) || status.code() == tonic::Code::NotFound;
-        if !again || !backoff.wait(&ctx.health).await {
-            ctx.health.gave_up(&status);
+        if !again || !backoff.wait(&session.health).await {
+            session.health.gave_up(&status);
             break Err(status);
         }
     };
-    lock(&ctx.state)[index].operation = None;
+    lock(&session.state)[index].operation = None;
     ended
 }
 
@@ -224,9 +225,9 @@ async fn stderr_of(client: &mut Client, result: &re::ActionResult) -> Vec<u8> {
 
 /// `end`, after noting that the server holds job `index`'s outputs (as `result` names them)
 /// when they were good.
-fn held(ctx: &Session, index: usize, end: End, result: &re::ActionResult) -> End {
+fn held(session: &Session, index: usize, end: End, result: &re::ActionResult) -> End {
     if end.problem.is_none() {
-        lock(&ctx.state)[index].result =
+        lock(&session.state)[index].result =
             Some(result.output_files.iter().map(without_contents).collect());
     }
     end
@@ -234,9 +235,15 @@ fn held(ctx: &Session, index: usize, end: End, result: &re::ActionResult) -> End
 
 /// The job's end once its outputs are in place, `problem` the first found in them (checked like
 /// those of a local run); outputs with a problem are removed.
-fn verified(ctx: &Session, index: usize, problem: Option<String>, start: f64, info: Info) -> End {
+fn verified(
+    session: &Session,
+    index: usize,
+    problem: Option<String>,
+    start: f64,
+    info: Info,
+) -> End {
     if problem.is_some() {
-        crate::job::output::remove(&ctx.cwd, &ctx.outputs[index]);
+        crate::job::files::remove(&session.cwd, &session.outputs[index]);
     }
     End {
         status: Status {
@@ -256,14 +263,14 @@ fn verified(ctx: &Session, index: usize, problem: Option<String>, start: f64, in
 /// never once the link is cancelled; the first problem its bytes have as an output (empty, not
 /// a whole object), described.
 async fn fetch_outputs(
-    ctx: &Session,
+    session: &Session,
     client: &mut Client,
     index: usize,
     job: &JobAction,
     result: &re::ActionResult,
 ) -> Result<Option<String>, String> {
     let mut problem = None;
-    for ((inside, here), out) in job.outputs.iter().zip(&ctx.outputs[index]) {
+    for ((inside, here), out) in job.outputs.iter().zip(&session.outputs[index]) {
         let Some(file) = result.output_files.iter().find(|f| &f.path == inside) else {
             return Err(format!("the result has no output {inside}"));
         };
@@ -272,13 +279,13 @@ async fn fetch_outputs(
             blob::check(&digest, &file.contents).map_err(|s| {
                 format!(
                     "take output {inside} from {}: {}",
-                    ctx.server,
+                    session.server,
                     reapi::describe(&s)
                 )
             })?;
             file.contents.clone()
         } else {
-            retrying(&ctx.health, || {
+            retrying(&session.health, || {
                 let mut c = client.clone();
                 let d = digest.clone();
                 async move { c.read(&d).await }
@@ -287,18 +294,19 @@ async fn fetch_outputs(
             .map_err(|s| {
                 format!(
                     "fetch output {inside} from {}: {}",
-                    ctx.server,
+                    session.server,
                     reapi::describe(&s)
                 )
             })?
         };
-        ctx.counters
+        session
+            .counters
             .downloaded_bytes
             .fetch_add(data.len() as u64, Ordering::Relaxed);
-        write_whole(here, &data, 0o666, || ctx.not_cancelled())
+        write_whole(here, &data, 0o666, || session.not_cancelled())
             .map_err(|e| format!("write {}: {e}", here.display()))?;
         if problem.is_none() {
-            problem = crate::job::output::bytes_problem(&data).map(|p| p.describe(out));
+            problem = crate::job::files::bytes_problem(&data).map(|p| p.describe(out));
         }
     }
     Ok(problem)

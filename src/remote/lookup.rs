@@ -9,12 +9,13 @@
 //! It knows the action cache; it does not run jobs (the runner does the misses) or decide what
 //! a miss does.
 
+use crate::job::files;
 use crate::job::outcome::RemoteEnd as End;
-use crate::job::output;
 use crate::remote::blob;
 use crate::remote::reapi;
 use crate::remote::session::{info_of, without_contents, Session};
-use crate::util::fsutil::{lock, write_whole};
+use crate::util::sync::lock;
+use crate::util::whole::write_whole;
 use bazel_remote_apis::build::bazel::remote::execution::v2 as re;
 use rayon::prelude::*;
 use std::collections::HashMap;
@@ -40,14 +41,14 @@ type Files = Vec<re::OutputFile>;
 
 /// Looks every job up, fetches the hits' outputs and writes them; each hit's end (None for a
 /// miss). Nothing is written once the link is cancelled.
-pub(super) async fn look_up(ctx: Arc<Session>) -> Vec<Option<End>> {
-    let n = ctx.jobs.len();
+pub(super) async fn look_up(session: Arc<Session>) -> Vec<Option<End>> {
+    let n = session.jobs.len();
     let t = std::time::Instant::now();
-    let mut ends = from_disk(&ctx);
+    let mut ends = from_disk(&session);
     let mut found: Vec<Option<(Files, String)>> = vec![None; n];
-    let rest = (0..n).any(|i| ends[i].is_none() && ctx.jobs[i].is_some());
-    let answered = rest && from_entry(&ctx, &ends, &mut found).await;
-    ask_each(&ctx, &ends, &mut found).await;
+    let rest = (0..n).any(|i| ends[i].is_none() && session.jobs[i].is_some());
+    let answered = rest && from_entry(&session, &ends, &mut found).await;
+    ask_each(&session, &ends, &mut found).await;
     let lookup_seconds = t.elapsed().as_secs_f64();
     // Fetched and written a part at a time, so that the link holds at most HELD bytes.
     let mut part: Vec<(usize, Files, String)> = Vec::new();
@@ -60,32 +61,38 @@ pub(super) async fn look_up(ctx: Arc<Session>) -> Vec<Option<End>> {
             .map(|d| d.size_bytes)
             .sum();
         if !part.is_empty() && bytes + size > HELD {
-            write_part(&ctx, std::mem::take(&mut part), &mut ends, lookup_seconds).await;
+            write_part(
+                &session,
+                std::mem::take(&mut part),
+                &mut ends,
+                lookup_seconds,
+            )
+            .await;
             bytes = 0;
         }
         bytes += size;
         part.push((i, files, worker));
     }
-    write_part(&ctx, part, &mut ends, lookup_seconds).await;
+    write_part(&session, part, &mut ends, lookup_seconds).await;
     // An entry that answered for every job stands; one that did not is written again.
     let whole = answered && ends.iter().all(Option::is_some);
-    ctx.entry_found.store(whole, Ordering::Relaxed);
+    session.entry_found.store(whole, Ordering::Relaxed);
     ends
 }
 
 /// Each job's outputs as the link's entry names them, in `found` (the jobs without an end);
 /// whether the entry answered.
 async fn from_entry(
-    ctx: &Session,
+    session: &Session,
     ends: &[Option<End>],
     found: &mut [Option<(Files, String)>],
 ) -> bool {
-    let Some(entry) = ctx.entry.as_ref() else {
+    let Some(entry) = session.entry.as_ref() else {
         return false;
     };
-    let mut client = ctx.client.clone();
+    let mut client = session.client.clone();
     let got = client.cached(&entry.key).await;
-    ctx.health.saw(&got);
+    session.health.saw(&got);
     let Ok(Some(result)) = got else {
         return false;
     };
@@ -114,18 +121,18 @@ async fn from_entry(
 
 /// Asks the action cache for each job still unknown, IN_FLIGHT calls at once, its outputs and
 /// worker put in `found`.
-async fn ask_each(ctx: &Session, ends: &[Option<End>], found: &mut [Option<(Files, String)>]) {
-    let todo: Vec<usize> = (0..ctx.jobs.len())
-        .filter(|&i| found[i].is_none() && ends[i].is_none() && ctx.jobs[i].is_some())
+async fn ask_each(session: &Session, ends: &[Option<End>], found: &mut [Option<(Files, String)>]) {
+    let todo: Vec<usize> = (0..session.jobs.len())
+        .filter(|&i| found[i].is_none() && ends[i].is_none() && session.jobs[i].is_some())
         .collect();
     let mut calls = tokio::task::JoinSet::new();
     let mut next = todo.into_iter();
     loop {
         // A server found unreachable is asked nothing more: the jobs left are misses.
-        while calls.len() < IN_FLIGHT && ctx.health.down().is_none() {
+        while calls.len() < IN_FLIGHT && session.health.down().is_none() {
             let Some(i) = next.next() else { break };
-            let mut client = ctx.client.clone();
-            let digest = ctx.jobs[i].as_ref().map(|j| j.action_digest.clone());
+            let mut client = session.client.clone();
+            let digest = session.jobs[i].as_ref().map(|j| j.action_digest.clone());
             calls.spawn(async move {
                 let got = match digest {
                     Some(d) => client.cached(&d).await,
@@ -138,7 +145,7 @@ async fn ask_each(ctx: &Session, ends: &[Option<End>], found: &mut [Option<(File
             break;
         };
         let Ok((i, got)) = done else { continue };
-        ctx.health.saw(&got);
+        session.health.saw(&got);
         if let Ok(Some(result)) = got.map(|r| r.filter(|r| r.exit_code == 0)) {
             let worker = result
                 .execution_metadata
@@ -151,33 +158,33 @@ async fn ask_each(ctx: &Session, ends: &[Option<End>], found: &mut [Option<(File
 
 /// Each job's end when its outputs came from the disk cache (None for the others): a job
 /// remembered with its last result, whose every output is kept there, each placed, or none.
-fn from_disk(ctx: &Session) -> Vec<Option<End>> {
-    let n = ctx.jobs.len();
-    let Some(disk) = &ctx.disk else {
+fn from_disk(session: &Session) -> Vec<Option<End>> {
+    let n = session.jobs.len();
+    let Some(disk) = &session.disk else {
         return vec![None; n];
     };
     let t = std::time::Instant::now();
     // In the link's directory (as always), outputs are placed by their shorter relative paths.
-    let here_is_cwd = std::env::current_dir().is_ok_and(|d| d == ctx.cwd);
+    let here_is_cwd = std::env::current_dir().is_ok_and(|d| d == session.cwd);
     let ends: Vec<Option<End>> = (0..n)
         .into_par_iter()
         .map(|i| {
-            let job = ctx.jobs[i].as_ref()?;
-            if job.last.len() != job.outputs.len() || *ctx.cancelled.borrow() {
+            let job = session.jobs[i].as_ref()?;
+            if job.last.len() != job.outputs.len() || *session.cancelled.borrow() {
                 return None;
             }
             let pairs = || job.outputs.iter().zip(&job.last);
             let mut placed = Vec::new();
             for ((_, here), d) in pairs() {
                 let near = match here_is_cwd {
-                    true => here.strip_prefix(&ctx.cwd).unwrap_or(here),
+                    true => here.strip_prefix(&session.cwd).unwrap_or(here),
                     false => here,
                 };
                 if let Err(e) = disk.place(&d.hash, d.size_bytes, near) {
                     // Not kept, or kept wrong (replaced when the output comes again): a miss.
                     if !matches!(e.kind(), ErrorKind::NotFound | ErrorKind::InvalidData) {
                         let problem = format!("take {} from the disk cache: {e}", here.display());
-                        lock(&ctx.lookup_problems).push(problem);
+                        lock(&session.lookup_problems).push(problem);
                     }
                     for here in placed {
                         let _ = std::fs::remove_file(here);
@@ -193,7 +200,7 @@ fn from_disk(ctx: &Session) -> Vec<Option<End>> {
                     ..Default::default()
                 })
                 .collect();
-            let state = &mut lock(&ctx.state)[i];
+            let state = &mut lock(&session.state)[i];
             state.result = Some(files);
             state.from_disk = true;
             let mut info = info_of(job);
@@ -207,29 +214,33 @@ fn from_disk(ctx: &Session) -> Vec<Option<End>> {
 /// Remembers, with each job's action, its outputs' digests in this link's result (`memo::jobs`),
 /// and keeps the outputs in the disk cache, when there is one. An error names the first
 /// output that could not be kept, and why.
-pub(super) fn keep(ctx: &Session) -> Result<(), String> {
-    let state = lock(&ctx.state);
-    let failed: Option<String> = (0..ctx.jobs.len())
+pub(super) fn keep(session: &Session) -> Result<(), String> {
+    let state = lock(&session.state);
+    let failed: Option<String> = (0..session.jobs.len())
         .into_par_iter()
         .filter_map(|i| {
-            let (job, files) = (ctx.jobs[i].as_ref()?, state[i].result.as_ref()?);
+            let (job, files) = (session.jobs[i].as_ref()?, state[i].result.as_ref()?);
             let digests = job
                 .outputs
                 .iter()
                 .map(|(inside, _)| files.iter().find(|f| &f.path == inside)?.digest.clone())
                 .collect::<Option<Vec<_>>>()?;
             // Kept only for a job remembered: no other can take it back.
-            if !ctx.later.known.results(ctx.keys[i].as_ref()?, &digests) {
+            if !session
+                .later
+                .known
+                .results(session.keys[i].as_ref()?, &digests)
+            {
                 return None;
             }
-            let disk = ctx.disk.as_ref().filter(|_| !state[i].from_disk)?;
+            let disk = session.disk.as_ref().filter(|_| !state[i].from_disk)?;
             job.outputs.iter().zip(&digests).find_map(|((_, here), d)| {
                 let e = disk.keep(here, &d.hash).err()?;
                 Some(format!("keep {} in the disk cache: {e}", here.display()))
             })
         })
         .min();
-    if let Some(disk) = &ctx.disk {
+    if let Some(disk) = &session.disk {
         disk.trim();
     }
     failed.map_or(Ok(()), Err)
@@ -238,35 +249,35 @@ pub(super) fn keep(ctx: &Session) -> Result<(), String> {
 /// Fetches the outputs of `part`'s hits, checks them and writes them, setting their `ends`.
 /// Each hit is written as soon as its outputs have come, while the rest are fetched.
 async fn write_part(
-    ctx: &Arc<Session>,
+    session: &Arc<Session>,
     part: Vec<(usize, Files, String)>,
     ends: &mut [Option<End>],
     lookup_seconds: f64,
 ) {
-    if part.is_empty() || *ctx.cancelled.borrow() {
+    if part.is_empty() || *session.cancelled.borrow() {
         return;
     }
     let t = std::time::Instant::now();
     let (fetched, arrived) = std::sync::mpsc::channel();
     let writer = tokio::task::spawn_blocking({
-        let ctx = ctx.clone();
+        let session = session.clone();
         let part: Vec<(usize, Files)> = part.iter().map(|(i, f, _)| (*i, f.clone())).collect();
-        move || write_as_fetched(&ctx, &part, arrived)
+        move || write_as_fetched(&session, &part, arrived)
     });
-    let wrong = fetch(ctx, &part, fetched).await;
+    let wrong = fetch(session, &part, fetched).await;
     let written = writer.await.unwrap_or_default();
     for ((i, files, worker), ok) in part.into_iter().zip(written) {
-        let Some(job) = ctx.jobs[i].as_ref() else {
+        let Some(job) = session.jobs[i].as_ref() else {
             continue;
         };
         if !ok {
-            refuse(ctx, i, &files, &wrong);
+            refuse(session, i, &files, &wrong);
             continue;
         }
         let mut info = info_of(job);
         info.execute_seconds = lookup_seconds;
         info.download_seconds = t.elapsed().as_secs_f64();
-        lock(&ctx.state)[i].result = Some(files.iter().map(without_contents).collect());
+        lock(&session.state)[i].result = Some(files.iter().map(without_contents).collect());
         ends[i] = Some(End::cached(info, worker));
     }
 }
@@ -274,16 +285,19 @@ async fn write_part(
 /// A hit whose outputs could not all be taken (evicted from the CAS, sent wrong, not objects):
 /// the job executes past the cache, whose entry it then replaces. One the server sent wrong is
 /// told to the user, with the blob and the server.
-fn refuse(ctx: &Session, i: usize, files: &Files, wrong: &[(String, String)]) {
-    lock(&ctx.state)[i].bad_result = true;
+fn refuse(session: &Session, i: usize, files: &Files, wrong: &[(String, String)]) {
+    lock(&session.state)[i].bad_result = true;
     let hashes: Vec<&str> = files
         .iter()
         .filter_map(|f| f.digest.as_ref())
         .map(|d| d.hash.as_str())
         .collect();
     if let Some((_, why)) = wrong.iter().find(|(h, _)| hashes.contains(&h.as_str())) {
-        let problem = format!("take job {i}'s cached output from {}: {why}", ctx.server);
-        lock(&ctx.lookup_problems).push(problem);
+        let problem = format!(
+            "take job {i}'s cached output from {}: {why}",
+            session.server
+        );
+        lock(&session.lookup_problems).push(problem);
     }
 }
 
@@ -292,7 +306,7 @@ fn refuse(ctx: &Session, i: usize, files: &Files, wrong: &[(String, String)]) {
 /// hit whose outputs did not all come, or that came once the link was cancelled, is not
 /// written; one whose output is no object is not written, and executes, never from the cache.
 fn write_as_fetched(
-    ctx: &Session,
+    session: &Session,
     part: &[(usize, Files)],
     arrived: std::sync::mpsc::Receiver<Vec<(String, Vec<u8>)>>,
 ) -> Vec<bool> {
@@ -300,7 +314,7 @@ fn write_as_fetched(
     let outputs: Vec<Option<Vec<(&std::path::Path, &str)>>> = part
         .iter()
         .map(|(i, files)| {
-            let job = ctx.jobs[*i].as_ref()?;
+            let job = session.jobs[*i].as_ref()?;
             job.outputs
                 .iter()
                 .map(|(inside, here)| {
@@ -342,16 +356,16 @@ fn write_as_fetched(
         let done: Vec<(usize, bool)> = ready
             .par_iter()
             .filter_map(|(k, data)| {
-                if data.iter().any(|(_, d)| output::bytes_problem(d).is_some()) {
+                if data.iter().any(|(_, d)| files::bytes_problem(d).is_some()) {
                     // A cached result that is no object: the job executes, never from the cache.
-                    lock(&ctx.state)[part[*k].0].bad_result = true;
+                    lock(&session.state)[part[*k].0].bad_result = true;
                     return None;
                 }
                 let ok = data.iter().all(|(here, bytes)| {
-                    write_whole(here, bytes, 0o666, || ctx.not_cancelled()).is_ok()
+                    write_whole(here, bytes, 0o666, || session.not_cancelled()).is_ok()
                 });
                 if !ok {
-                    output::remove(&ctx.cwd, &ctx.outputs[part[*k].0]);
+                    files::remove(&session.cwd, &session.outputs[part[*k].0]);
                 }
                 Some((*k, ok))
             })
@@ -369,7 +383,7 @@ fn write_as_fetched(
 /// then a miss. Returns the blobs the server sent wrong (another size or other bytes than their
 /// digest's, or declared too large), each with what was wrong.
 async fn fetch(
-    ctx: &Session,
+    session: &Session,
     part: &[(usize, Files, String)],
     fetched: std::sync::mpsc::Sender<Vec<(String, Vec<u8>)>>,
 ) -> Vec<(String, String)> {
@@ -391,19 +405,19 @@ async fn fetch(
             continue;
         }
         match blob::declared(d) {
-            Ok(size) if ctx.client.batchable(size) => small.push(d.clone()),
+            Ok(size) if session.client.batchable(size) => small.push(d.clone()),
             Ok(_) => large.push(d.clone()),
             Err(e) => wrong.push((d.hash.clone(), reapi::describe(&e))),
         }
     }
     let mut downloaded: u64 = inline.iter().map(|(_, d)| d.len() as u64).sum();
     let _ = fetched.send(inline);
-    let mut reads = groups(ctx, small, large).into_iter();
+    let mut reads = groups(session, small, large).into_iter();
     let mut calls = tokio::task::JoinSet::new();
     loop {
-        while calls.len() < READS && ctx.health.down().is_none() {
+        while calls.len() < READS && session.health.down().is_none() {
             let Some(group) = reads.next() else { break };
-            let mut client = ctx.client.clone();
+            let mut client = session.client.clone();
             calls.spawn(async move {
                 let got = match group.as_slice() {
                     [one] => Ok(vec![client.read(one).await]),
@@ -415,7 +429,7 @@ async fn fetch(
         let Some(Ok((group, got))) = calls.join_next().await else {
             break;
         };
-        ctx.health.saw(&got);
+        session.health.saw(&got);
         let mut blobs = Vec::new();
         for (d, got) in group.into_iter().zip(got.unwrap_or_default()) {
             match got {
@@ -427,7 +441,8 @@ async fn fetch(
         downloaded += blobs.iter().map(|(_, d)| d.len() as u64).sum::<u64>();
         let _ = fetched.send(blobs);
     }
-    ctx.counters
+    session
+        .counters
         .downloaded_bytes
         .fetch_add(downloaded, Ordering::Relaxed);
     wrong
@@ -440,8 +455,12 @@ fn wrong_blob(code: tonic::Code) -> bool {
 
 /// The reads of `small` and `large` blobs: batches of at most BATCH (and of about a quarter of
 /// the server's limit), then the large blobs one by one.
-fn groups(ctx: &Session, small: Vec<re::Digest>, large: Vec<re::Digest>) -> Vec<Vec<re::Digest>> {
-    let quarter = (ctx.client.max_batch / 4).clamp(1, BATCH);
+fn groups(
+    session: &Session,
+    small: Vec<re::Digest>,
+    large: Vec<re::Digest>,
+) -> Vec<Vec<re::Digest>> {
+    let quarter = (session.client.max_batch / 4).clamp(1, BATCH);
     let size = |d: &re::Digest| usize::try_from(d.size_bytes).unwrap_or(0);
     let mut reads = crate::remote::upload::pack(small, quarter, size);
     reads.extend(large.into_iter().map(|d| vec![d]));

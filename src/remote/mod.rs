@@ -10,7 +10,7 @@
 //! bundle for distcc and icecream hosts, and the host's entry (`bundle/`, the same plan of a
 //! job as `action`).
 //!
-//! It knows the protocol and the actions; it does not know `exec` or decide which job goes
+//! It knows the protocol and the actions; it does not know `local` or decide which job goes
 //! remote or what follows a failure (the scheduler does, through the engine). The REAPI client
 //! starts no local process, writes nothing in a run's private directory and prints nothing:
 //! warnings and stderr are handed back; `bundle/` runs the wrapper for one job, in the job's

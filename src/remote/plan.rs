@@ -48,7 +48,7 @@ pub struct Read {
 /// has one output and its shard among its inputs.
 fn shard_name(inputs: &[&str], outputs: &[&str]) -> Option<String> {
     let [out] = outputs else { return None };
-    let name = crate::job::output::shard_name(out);
+    let name = crate::job::files::shard_name(out);
     inputs.contains(&name.as_str()).then_some(name)
 }
 

@@ -1,6 +1,6 @@
-//! Remote: runs a link's jobs on a Remote Execution API server — one connection per link, every
-//! distinct input uploaded once, the action cache asked first, transient failures retried, outputs
-//! written atomically and verified like local ones.
+//! Runner: the link's handle (`Remote`) that runs its jobs on a Remote Execution API server — one
+//! connection per link, every distinct input uploaded once, the action cache asked first, transient
+//! failures retried, outputs written atomically and verified like local ones.
 //!
 //! It knows how one remote job goes, from upload to verified output, and reports each job's end
 //! to a callback. It does not decide which job goes remote or what happens after a failure (the
@@ -15,7 +15,7 @@ use super::reapi::Client;
 use super::session::Session;
 use crate::job::outcome::{RemoteEnd as End, RemoteTotals as Totals};
 use crate::job::parse::JobFile;
-use crate::util::fsutil::lock;
+use crate::util::sync::lock;
 use bazel_remote_apis::build::bazel::remote::execution::v2 as re;
 use std::path::Path;
 use std::sync::atomic::Ordering;
@@ -28,7 +28,7 @@ const ENTRY_WRITE: Duration = Duration::from_secs(3);
 /// A link's connection to the server, and the jobs it can run there.
 pub struct Remote {
     rt: tokio::runtime::Runtime,
-    ctx: Arc<Session>,
+    session: Arc<Session>,
     cancel: Arc<tokio::sync::watch::Sender<bool>>,
     /// The CancelOperation calls under way, waited for by `finish`.
     cancelling: Mutex<Vec<tokio::task::JoinHandle<()>>>,
@@ -83,7 +83,7 @@ impl Remote {
             warnings.push(format!("remember the inputs' digests: {e}"));
         }
         let (cancel, cancelled) = tokio::sync::watch::channel(false);
-        let ctx = Arc::new(Session::new(
+        let session = Arc::new(Session::new(
             options,
             client,
             cache_updates,
@@ -95,7 +95,7 @@ impl Remote {
         Ok((
             Remote {
                 rt,
-                ctx,
+                session,
                 cancel: Arc::new(cancel),
                 cancelling: Mutex::new(Vec::new()),
                 server: options.target.url.clone(),
@@ -107,22 +107,22 @@ impl Remote {
     /// Looks every job up in the action cache before any runs, and writes the hits' outputs:
     /// each hit's end, None for the jobs still to run. Nothing when the cache is off.
     pub fn look_up(&self) -> Vec<Option<End>> {
-        if !self.ctx.cache {
-            return vec![None; self.ctx.jobs.len()];
+        if !self.session.cache {
+            return vec![None; self.session.jobs.len()];
         }
-        let ctx = self.ctx.clone();
-        let mut cancelled = self.ctx.cancelled.clone();
-        let n = self.ctx.jobs.len();
+        let session = self.session.clone();
+        let mut cancelled = self.session.cancelled.clone();
+        let n = self.session.jobs.len();
         // A cancel stops the lookup where it is: the hits written so far count for nothing (the
         // run removes the outputs of jobs that did not end well).
         let ends = self.rt.block_on(async move {
             tokio::select! {
-                ends = super::lookup::look_up(ctx) => ends,
+                ends = super::lookup::look_up(session) => ends,
                 _ = cancelled.wait_for(|c| *c) => vec![None; n],
             }
         });
         // The first, and how many: each job meets the same cause.
-        let problems = std::mem::take(&mut *lock(&self.ctx.lookup_problems));
+        let problems = std::mem::take(&mut *lock(&self.session.lookup_problems));
         if let Some(first) = problems.iter().min() {
             let more = match problems.len() {
                 1 => String::new(),
@@ -145,14 +145,14 @@ impl Remote {
     /// Runs job `index` remotely; `reply` learns how it ended (not called once the link is
     /// cancelled).
     pub fn submit(&self, index: usize, reply: Box<dyn FnOnce(End) + Send>) {
-        let ctx = self.ctx.clone();
+        let session = self.session.clone();
         self.rt.spawn(async move {
-            let mut cancelled = ctx.cancelled.clone();
+            let mut cancelled = session.cancelled.clone();
             let end = tokio::select! {
-                end = super::execute::run_job(&ctx, index) => end,
+                end = super::execute::run_job(&session, index) => end,
                 _ = cancelled.wait_for(|c| *c) => return,
             };
-            if !*ctx.cancelled.borrow() {
+            if !*session.cancelled.borrow() {
                 reply(end);
             }
         });
@@ -162,14 +162,14 @@ impl Remote {
     /// operations in flight.
     pub fn cancel(&self) {
         let _ = self.cancel.send(true);
-        let names: Vec<String> = lock(&self.ctx.state)
+        let names: Vec<String> = lock(&self.session.state)
             .iter_mut()
             .filter_map(|s| s.operation.take())
             .collect();
         // Spawned, not waited for: this may run on one of the runtime's own threads.
         let mut cancelling = lock(&self.cancelling);
         for name in names {
-            let mut client = self.ctx.client.clone();
+            let mut client = self.session.client.clone();
             let warnings = self.warnings.clone();
             cancelling.push(self.rt.spawn(async move {
                 if let Err(e) = client.cancel(&name).await {
@@ -182,7 +182,7 @@ impl Remote {
     /// Waits for nothing more: the run is over. Returns what was sent and fetched, and the
     /// warnings to print.
     pub fn finish(self) -> (Totals, Vec<String>) {
-        let c = &self.ctx.counters;
+        let c = &self.session.counters;
         let totals = Totals {
             server: self.server.clone(),
             distinct_blobs: c.distinct_blobs.load(Ordering::Relaxed),
@@ -190,19 +190,19 @@ impl Remote {
             uploaded_blobs: c.uploaded_blobs.load(Ordering::Relaxed),
             downloaded_bytes: c.downloaded_bytes.load(Ordering::Relaxed),
         };
-        if !*self.ctx.cancelled.borrow() {
-            if let Err(e) = super::lookup::keep(&self.ctx) {
+        if !*self.session.cancelled.borrow() {
+            if let Err(e) = super::lookup::keep(&self.session) {
                 lock(&self.warnings).push(format!("remote: {e}"));
             }
         }
-        if let Err(e) = self.ctx.later.known.save() {
+        if let Err(e) = self.session.later.known.save() {
             lock(&self.warnings).push(format!("remote: remember the jobs' actions: {e}"));
         }
         // Not to a server found down: lld would wait on it for nothing.
-        if !*self.ctx.cancelled.borrow() && self.ctx.health.down().is_none() {
-            let ctx = self.ctx.clone();
+        if !*self.session.cancelled.borrow() && self.session.health.down().is_none() {
+            let session = self.session.clone();
             let remembered = self.rt.block_on(async move {
-                tokio::time::timeout(ENTRY_WRITE, remember_entry(&ctx))
+                tokio::time::timeout(ENTRY_WRITE, remember_entry(&session))
                     .await
                     .unwrap_or_else(|_| Err("write the link's cache entry: timed out".into()))
             });
@@ -210,7 +210,7 @@ impl Remote {
                 lock(&self.warnings).push(format!("remote: {e}"));
             }
         }
-        if let Some(w) = self.ctx.health.warning() {
+        if let Some(w) = self.session.health.warning() {
             lock(&self.warnings).insert(0, w);
         }
         let _ = self.cancel.send(true);
@@ -224,8 +224,8 @@ impl Remote {
         let warnings = std::mem::take(&mut *lock(&self.warnings));
         // Every job's action, input and remembered entry: freed on a thread of its own while
         // the link's records are written (here, when no thread can be started).
-        let ctx = self.ctx;
-        let _ = std::thread::Builder::new().spawn(move || drop(ctx));
+        let session = self.session;
+        let _ = std::thread::Builder::new().spawn(move || drop(session));
         (totals, warnings)
     }
 }
@@ -263,27 +263,27 @@ fn connect(options: &Options) -> Result<(tokio::runtime::Runtime, Client, bool),
 /// Writes the link's entry when every job's outputs are held by the server (from its cache or
 /// executed there, none from the disk cache), the server takes updates, and the entry did not
 /// answer this link already.
-async fn remember_entry(ctx: &Session) -> Result<(), String> {
-    let Some(entry) = &ctx.entry else {
+async fn remember_entry(session: &Session) -> Result<(), String> {
+    let Some(entry) = &session.entry else {
         return Ok(());
     };
-    if !ctx.cache || !ctx.cache_updates || ctx.entry_found.load(Ordering::Relaxed) {
+    if !session.cache || !session.cache_updates || session.entry_found.load(Ordering::Relaxed) {
         return Ok(());
     }
     let results: Vec<Option<Vec<re::OutputFile>>> = {
-        let state = lock(&ctx.state);
+        let state = lock(&session.state);
         // Outputs taken from the disk cache may be outputs the server never held.
         if state.iter().any(|s| s.from_disk) {
             return Ok(());
         }
         state.iter().map(|s| s.result.clone()).collect()
     };
-    match super::entry::remember(&ctx.client, entry, &results).await {
+    match super::entry::remember(&session.client, entry, &results).await {
         Ok(()) => Ok(()),
         Err(s) if s.code() == tonic::Code::PermissionDenied => Err(format!(
             "{} refuses this client's action-cache writes ({}): --remote-no-cache-write reads \
              the cache without writing it",
-            ctx.server,
+            session.server,
             super::reapi::describe(&s)
         )),
         Err(s) => Err(format!(

@@ -12,7 +12,7 @@ use super::action::JobAction;
 use super::health::retrying;
 use super::reapi::{self, digest_of};
 use super::session::{Sent, Session};
-use crate::util::fsutil::lock;
+use crate::util::sync::lock;
 use bazel_remote_apis::build::bazel::remote::execution::v2 as re;
 use futures_util::{StreamExt, TryStreamExt};
 use std::collections::HashMap;
@@ -43,13 +43,13 @@ struct Claimed<'a> {
 
 /// The job's action built whole when it was remembered from the last link (its blobs and the
 /// files it uses); None when it is whole already.
-fn rebuilt(ctx: &Session, index: usize, job: &JobAction) -> Result<Option<Rebuilt>, String> {
+fn rebuilt(session: &Session, index: usize, job: &JobAction) -> Result<Option<Rebuilt>, String> {
     if job.whole {
         return Ok(None);
     }
-    let built = match &ctx.keys[index] {
+    let built = match &session.keys[index] {
         Some(key) => {
-            tokio::task::block_in_place(|| ctx.later.build(index, key, &job.action_digest))
+            tokio::task::block_in_place(|| session.later.build(index, key, &job.action_digest))
         }
         None => Err("it was not remembered".into()),
     };
@@ -60,8 +60,8 @@ fn rebuilt(ctx: &Session, index: usize, job: &JobAction) -> Result<Option<Rebuil
 
 /// Takes the blobs of the job no other job sends yet (or one sent and failed, or given up by
 /// a job that went away); the rest are waited for.
-fn claim<'a>(ctx: &Session, blobs: Vec<(re::Digest, Source<'a>)>) -> Claimed<'a> {
-    let mut sent = lock(&ctx.sent);
+fn claim<'a>(session: &Session, blobs: Vec<(re::Digest, Source<'a>)>) -> Claimed<'a> {
+    let mut sent = lock(&session.sent);
     let mut c = Claimed {
         mine: Vec::new(),
         others: Vec::new(),
@@ -77,7 +77,8 @@ fn claim<'a>(ctx: &Session, blobs: Vec<(re::Digest, Source<'a>)>) -> Claimed<'a>
             }
         }
     }
-    ctx.counters
+    session
+        .counters
         .distinct_blobs
         .fetch_add(c.mine.len() as u64, Ordering::Relaxed);
     c
@@ -86,15 +87,19 @@ fn claim<'a>(ctx: &Session, blobs: Vec<(re::Digest, Source<'a>)>) -> Claimed<'a>
 /// Puts in the CAS what job `index` (`job`) needs and the server lacks, and waits for the
 /// blobs other jobs send for it. A blob another job failed to send (or gave up) is sent by
 /// this one, once.
-pub(super) async fn upload_job(ctx: &Session, index: usize, job: &JobAction) -> Result<(), String> {
-    let rebuilt = rebuilt(ctx, index, job)?;
+pub(super) async fn upload_job(
+    session: &Session,
+    index: usize,
+    job: &JobAction,
+) -> Result<(), String> {
+    let rebuilt = rebuilt(session, index, job)?;
     let (messages, files): (_, Vec<&(re::Digest, PathBuf)>) = match &rebuilt {
         Some((whole, uses)) => (&whole.blobs, uses.iter().collect()),
         None => {
-            let files = ctx.inputs[index].iter();
+            let files = session.inputs[index].iter();
             (
                 &job.blobs,
-                files.filter_map(|hash| ctx.files.get(hash)).collect(),
+                files.filter_map(|hash| session.files.get(hash)).collect(),
             )
         }
     };
@@ -104,11 +109,11 @@ pub(super) async fn upload_job(ctx: &Session, index: usize, job: &JobAction) -> 
         .collect();
     let mut failed = None;
     for _round in 0..2 {
-        let Claimed { mine, others } = claim(ctx, todo);
-        let result = send(ctx, &mine).await;
+        let Claimed { mine, others } = claim(session, todo);
+        let result = send(session, &mine).await;
         if result.is_err() {
             // Not this link's for good: the next job that needs them sends them.
-            let mut sent = lock(&ctx.sent);
+            let mut sent = lock(&session.sent);
             for (d, _, _) in &mine {
                 sent.remove(&d.hash);
             }
@@ -138,13 +143,13 @@ pub(super) async fn upload_job(ctx: &Session, index: usize, job: &JobAction) -> 
 }
 
 /// Sends what the server lacks of `mine`.
-async fn send(ctx: &Session, mine: &[(re::Digest, Source<'_>, Tell)]) -> Result<(), String> {
+async fn send(session: &Session, mine: &[(re::Digest, Source<'_>, Tell)]) -> Result<(), String> {
     if mine.is_empty() {
         return Ok(());
     }
     let all: Vec<re::Digest> = mine.iter().map(|(d, _, _)| d.clone()).collect();
-    let missing = retrying(&ctx.health, || {
-        let mut c = ctx.client.clone();
+    let missing = retrying(&session.health, || {
+        let mut c = session.client.clone();
         let all = all.clone();
         async move { c.find_missing(&all).await }
     })
@@ -159,8 +164,8 @@ async fn send(ctx: &Session, mine: &[(re::Digest, Source<'_>, Tell)]) -> Result<
             blobs.push((digest, data));
         }
     }
-    let calls = pack(blobs, ctx.client.max_batch, |(_, data)| data.len());
-    futures_util::stream::iter(calls.into_iter().map(|call| send_call(ctx, call)))
+    let calls = pack(blobs, session.client.max_batch, |(_, data)| data.len());
+    futures_util::stream::iter(calls.into_iter().map(|call| send_call(session, call)))
         .buffer_unordered(IN_FLIGHT)
         .try_collect::<Vec<()>>()
         .await?;
@@ -205,12 +210,12 @@ fn bytes_of(source: &Source<'_>, digest: &re::Digest) -> Result<Vec<u8>, String>
 }
 
 /// One upload call: a batch, or one blob too large for a batch through ByteStream.
-async fn send_call(ctx: &Session, call: Vec<(re::Digest, Vec<u8>)>) -> Result<(), String> {
+async fn send_call(session: &Session, call: Vec<(re::Digest, Vec<u8>)>) -> Result<(), String> {
     let n = call.len();
     let bytes: usize = call.iter().map(|(_, d)| d.len()).sum();
-    let stream = n == 1 && !ctx.client.batchable(bytes);
-    retrying(&ctx.health, || {
-        let mut c = ctx.client.clone();
+    let stream = n == 1 && !session.client.batchable(bytes);
+    retrying(&session.health, || {
+        let mut c = session.client.clone();
         let call = &call;
         async move {
             match stream {
@@ -224,10 +229,12 @@ async fn send_call(ctx: &Session, call: Vec<(re::Digest, Vec<u8>)>) -> Result<()
     })
     .await
     .map_err(|s| format!("upload {n} blob(s): {}", reapi::describe(&s)))?;
-    ctx.counters
+    session
+        .counters
         .uploaded_blobs
         .fetch_add(n as u64, Ordering::Relaxed);
-    ctx.counters
+    session
+        .counters
         .uploaded_bytes
         .fetch_add(bytes as u64, Ordering::Relaxed);
     Ok(())

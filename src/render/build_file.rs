@@ -1,4 +1,4 @@
-//! Render: writes the jobs as a build.ninja or a Makefile through askama templates.
+//! Build file: writes the jobs as a build.ninja or a Makefile through askama templates.
 //!
 //! It knows each file's layout and asks `escape` for every string it writes, streaming the
 //! escaped text into the file; it does not know where the file goes, whether inputs exist, or

@@ -1,6 +1,5 @@
-//! Link file: the whole classic flow of `dtlto-bridge link --emit` as one build.ninja or
-//! Makefile: the thin link, the backend jobs (rendered as `emit` renders a job file), the final
-//! link.
+//! Linkfile: the whole classic flow of `dtlto-bridge link --emit` as one build.ninja or Makefile:
+//! the thin link, the backend jobs (rendered as `emit` renders a job file), the final link.
 //!
 //! It knows how the three steps depend on each other in each format and asks `escape` for
 //! every string; it does not know lld's options or where the files came from.

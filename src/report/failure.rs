@@ -1,4 +1,4 @@
-//! Report: turns failures and job outcomes into the text the user reads, and exit codes.
+//! Failure: turns failures and job outcomes into the text the user reads, and exit codes.
 //!
 //! It knows how messages look ("dtlto-bridge: error: verb object: cause") and which exit code
 //! each kind of failure gets; it does not decide what failed.

@@ -47,7 +47,7 @@ fn import_set(made: &Ingredients) -> String {
         .filter(|l| l.starts_with("an import "))
         .map(String::as_str)
         .collect();
-    crate::util::fsutil::sha256_hex(names.join("\n").as_bytes())[..16].to_string()
+    crate::util::digest::sha256_hex(names.join("\n").as_bytes())[..16].to_string()
 }
 
 /// `made` without its imports, with the digest of their names; and its imports.

@@ -1,4 +1,4 @@
-//! LinkRecord: what each job of a run did, as a summary line, a JSON report and a Chrome trace.
+//! Record: what each job of a run did, as a summary line, a JSON report and a Chrome trace.
 //!
 //! It knows the formats (the report's fields, Chrome's trace-event JSON) and how to put jobs on
 //! slot lanes; it does not run anything or decide what failed.

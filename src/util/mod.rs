@@ -1,7 +1,10 @@
-//! Util: what every layer may use and nothing of the crate — file-system helpers (`fsutil`:
-//! files written whole or not at all, stable names, locks, digests).
+//! Util: what every layer may use and nothing of the crate — files written whole or not at
+//! all (`whole`), SHA-256 digests and stable names (`digest`), locks that survive a panicking
+//! holder (`sync`).
 //!
 //! It knows files, renames, SHA-256 and mutexes; it does not know jobs, links, servers or what
 //! the files it writes mean.
 
-pub(crate) mod fsutil;
+pub(crate) mod digest;
+pub(crate) mod sync;
+pub(crate) mod whole;

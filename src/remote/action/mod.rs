@@ -119,7 +119,7 @@ pub(super) fn canonical(
     outputs: &[&str],
 ) -> Option<(String, String)> {
     let [out] = outputs else { return None };
-    let shard = crate::job::output::shard_name(out);
+    let shard = crate::job::files::shard_name(out);
     if !inputs.contains(&shard.as_str()) {
         return None;
     }
@@ -128,7 +128,7 @@ pub(super) fn canonical(
         None => "",
     };
     let new_out = format!("{dir}{CANONICAL_OUTPUT}");
-    let new_shard = crate::job::output::shard_name(&new_out);
+    let new_shard = crate::job::files::shard_name(&new_out);
     if inputs.iter().any(|i| *i == new_out || *i == new_shard) {
         return None;
     }
@@ -194,7 +194,7 @@ fn content_plan<'a>(
     let [out] = outputs else {
         return Err(format!("it has {} outputs, not one", outputs.len()));
     };
-    let shard_name = crate::job::output::shard_name(out);
+    let shard_name = crate::job::files::shard_name(out);
     if !inputs.contains(&shard_name.as_str()) {
         return Err(format!(
             "its index shard {shard_name} is not among its inputs"
@@ -222,7 +222,7 @@ fn content_plan<'a>(
     let plan = table
         .plan(&|p| named.get(p).map(|i| modules.inside[i].0.clone()))
         .map_err(|e| format!("rewrite its index shard {shard_name}: {e}"))?;
-    let new_shard_name = crate::job::output::shard_name(CANONICAL_OUTPUT);
+    let new_shard_name = crate::job::files::shard_name(CANONICAL_OUTPUT);
     let arguments = canonical_words(argv, out, inputs, &modules, &shard_name, &new_shard_name)?;
     Ok(ContentPlan {
         arguments,
@@ -239,7 +239,7 @@ impl ContentPlan<'_> {
     /// it, so a relink whose lld named the same modules otherwise (archive members, by pid)
     /// gives the same identity, and the same action.
     fn identity(&self) -> String {
-        let mut h = crate::util::fsutil::Words::default();
+        let mut h = crate::util::digest::Words::default();
         h.word("dtlto-bridge content action 1");
         h.list(self.arguments.iter().map(String::as_str));
         // The modules in the order of their names inside, not of lld's names for them.
@@ -267,7 +267,7 @@ impl ContentPlan<'_> {
         let renamed = shard
             .finish()
             .map_err(|e| format!("rewrite its index shard {shard_name}: {e}"))?;
-        let new_shard_name = crate::job::output::shard_name(CANONICAL_OUTPUT);
+        let new_shard_name = crate::job::files::shard_name(CANONICAL_OUTPUT);
         let mut blobs = Vec::new();
         let mut tree = Tree::default();
         let mut uses = Vec::new();
@@ -329,7 +329,7 @@ pub fn content_files(
         arguments: plan.arguments.into_iter().skip(1).collect(),
         modules,
         shard: (
-            crate::job::output::shard_name(CANONICAL_OUTPUT),
+            crate::job::files::shard_name(CANONICAL_OUTPUT),
             renamed.bytes,
         ),
         output: CANONICAL_OUTPUT.to_string(),
@@ -517,8 +517,8 @@ fn ingredients(
 ) -> Ingredients {
     let short = |hash: &str| hash[..16.min(hash.len())].to_string();
     let words =
-        |list: &[String]| short(&crate::util::fsutil::sha256_hex(list.join("\0").as_bytes()));
-    let shard = outputs.first().map(|o| crate::job::output::shard_name(o));
+        |list: &[String]| short(&crate::util::digest::sha256_hex(list.join("\0").as_bytes()));
+    let shard = outputs.first().map(|o| crate::job::files::shard_name(o));
     // The command without the names of its files, which have their own ingredients.
     let index_flag = shard.as_ref().map(|s| format!("-fthinlto-index={s}"));
     let mut command: Vec<String> = argv
@@ -556,7 +556,7 @@ fn part<'a>(k: usize, input: &'a str, shard: Option<&str>) -> Part<'a> {
 
 /// The labels of a job's inputs in the report (`Part::label`), in order.
 pub fn labels(inputs: &[&str], outputs: &[&str]) -> Vec<String> {
-    let shard = outputs.first().map(|o| crate::job::output::shard_name(o));
+    let shard = outputs.first().map(|o| crate::job::files::shard_name(o));
     (inputs.iter().enumerate())
         .map(|(k, input)| part(k, input, shard.as_deref()).label())
         .collect()
@@ -574,7 +574,7 @@ fn by_names(
     let rename = |p: &str| -> String {
         match &names {
             Some((new_out, new_shard)) if p == outputs[0] => new_out.clone(),
-            Some((_, new_shard)) if p == crate::job::output::shard_name(outputs[0]) => {
+            Some((_, new_shard)) if p == crate::job::files::shard_name(outputs[0]) => {
                 new_shard.clone()
             }
             _ => p.to_string(),
@@ -610,7 +610,7 @@ fn by_names(
         .map(|w| match &names {
             Some((new_out, _)) if *w == outputs[0] => new_out.clone(),
             Some((_, new_shard)) if w.strip_prefix("-fthinlto-index=").is_some() => {
-                let shard = crate::job::output::shard_name(outputs[0]);
+                let shard = crate::job::files::shard_name(outputs[0]);
                 if *w == format!("-fthinlto-index={shard}") {
                     format!("-fthinlto-index={new_shard}")
                 } else {

@@ -189,7 +189,7 @@ fn run(me: &Path, args: &[String]) -> Result<(String, i32), String> {
         return Ok((version, status.code().unwrap_or(1).max(1)));
     }
     let object = scratch.path().join(&bundle.manifest.output);
-    if let Some(p) = crate::job::output::problem(&object) {
+    if let Some(p) = crate::job::files::problem(&object) {
         return Err(format!("clang: {}", p.describe(&bundle.manifest.output)));
     }
     std::fs::copy(&object, &out).map_err(|e| format!("write {}: {e}", out.display()))?;

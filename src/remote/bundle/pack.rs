@@ -20,7 +20,7 @@ pub fn pack(
     let [out] = outputs else {
         return Err(format!("it has {} outputs, not one", outputs.len()));
     };
-    let shard_name = crate::job::output::shard_name(out);
+    let shard_name = crate::job::files::shard_name(out);
     // Each input read and hashed once: the plan names modules by digest, the manifest lists it.
     let mut read: HashMap<PathBuf, (Vec<u8>, String)> = HashMap::new();
     let mut shard = None;
@@ -29,7 +29,7 @@ pub fn pack(
         if *input == shard_name {
             shard = Some(data);
         } else {
-            let hash = crate::util::fsutil::sha256_hex(&data);
+            let hash = crate::util::digest::sha256_hex(&data);
             read.insert(crate::remote::action::absolute(cwd, input), (data, hash));
         }
     }
@@ -37,7 +37,7 @@ pub fn pack(
         shard.ok_or_else(|| format!("its index shard {shard_name} is not among its inputs"))?;
     let hash_of = |p: &Path| match read.get(p) {
         Some((data, hash)) => (hash.clone(), data.len() as i64),
-        None => (crate::util::fsutil::sha256_hex(&[]), 0),
+        None => (crate::util::digest::sha256_hex(&[]), 0),
     };
     let plan = crate::remote::action::content_files(cwd, words, &hash_of, &shard)?;
     let mut files: Vec<Entry> = Vec::with_capacity(plan.modules.len() + 1);

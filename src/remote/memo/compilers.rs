@@ -1,4 +1,4 @@
-//! Identity: the compiler's identity (a digest of its binary and its version line), remembered
+//! Compilers: each compiler's identity (a digest of its binary and its version line), remembered
 //! for a clang binary that did not change.
 //!
 //! It knows how to ask a compiler its version, and what the compilers' file of the cache
@@ -121,7 +121,7 @@ fn ask(path: &Path, real: &Path) -> Result<(String, Option<PathBuf>), String> {
     h.update(digest.hash.as_bytes());
     h.update(version.as_bytes());
     Ok((
-        format!("sha256:{}", crate::util::fsutil::hex(h.finalize())),
+        format!("sha256:{}", crate::util::digest::hex(h.finalize())),
         installed,
     ))
 }
@@ -153,7 +153,7 @@ fn key(real: &Path) -> Option<String> {
         }
         text.push_str(&format!("\n{}\n{seen:?}", p.display()));
     }
-    Some(crate::util::fsutil::sha256_hex(text.as_bytes()))
+    Some(crate::util::digest::sha256_hex(text.as_bytes()))
 }
 
 /// The libraries the ELF binary `binary` (in `dir`) needs that `library_path` (as

@@ -1,6 +1,6 @@
-//! Digests: input files' SHA-256 digests, remembered from one link of an output to the next by
-//! each file's identity (device, inode, size, modification and change times), so that an
-//! unchanged file is not read again.
+//! Inputs: input files' SHA-256 digests, remembered from one link of an output to the next by each
+//! file's identity (device, inode, size, modification and change times), so that an unchanged file
+//! is not read again.
 //!
 //! It knows one small text file per (directory, linker output) beside the history, holding the
 //! files of the last link only. A missing, unreadable or stale file, or a line it cannot read,
@@ -102,7 +102,7 @@ impl InputDigests {
         };
         let trusted = self.trusted(seen.dev, path);
         if let Some(hash) = self.known.get(&seen).filter(|_| trusted) {
-            crate::util::fsutil::lock(&self.now).insert(seen, hash.clone());
+            crate::util::sync::lock(&self.now).insert(seen, hash.clone());
             return Ok(re::Digest {
                 hash: hash.clone(),
                 size_bytes: seen.size as i64,
@@ -116,7 +116,7 @@ impl InputDigests {
         let after = Key::of(&f.metadata()?);
         let whole = digest.size_bytes as u64 == before.size;
         if trusted && after == before && before.settled(now) && whole {
-            crate::util::fsutil::lock(&self.now).insert(before, digest.hash.clone());
+            crate::util::sync::lock(&self.now).insert(before, digest.hash.clone());
         }
         Ok(digest)
     }
@@ -124,11 +124,11 @@ impl InputDigests {
     /// Whether the file system of device `dev`, where `path` is, is `TRUSTED`: asked once per
     /// device.
     fn trusted(&self, dev: u64, path: &Path) -> bool {
-        if let Some(&known) = crate::util::fsutil::lock(&self.devices).get(&dev) {
+        if let Some(&known) = crate::util::sync::lock(&self.devices).get(&dev) {
             return known;
         }
         let trusted = trusted(path);
-        crate::util::fsutil::lock(&self.devices).insert(dev, trusted);
+        crate::util::sync::lock(&self.devices).insert(dev, trusted);
         trusted
     }
 
@@ -138,7 +138,7 @@ impl InputDigests {
         let Some(kept) = &self.kept else {
             return Ok(());
         };
-        let now = crate::util::fsutil::lock(&self.now);
+        let now = crate::util::sync::lock(&self.now);
         kept.keep(*now == self.known, || Ok(lines(&now)))?;
         Ok(())
     }
@@ -178,7 +178,7 @@ pub fn read_digest(f: &mut impl Read) -> std::io::Result<re::Digest> {
         h.update(&buf[..n]);
     }
     Ok(re::Digest {
-        hash: crate::util::fsutil::hex(h.finalize()),
+        hash: crate::util::digest::hex(h.finalize()),
         size_bytes: size as i64,
     })
 }

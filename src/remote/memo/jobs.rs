@@ -1,8 +1,8 @@
-//! RememberedJobs: each job's action, remembered from one link of an output to the next by what
-//! it is made of (this program, the compiler, the options, the linker's directory, the action's
-//! identity: its command, modules and shard with no name lld gives per link, and the labels its
-//! inputs have in the report), so that an unchanged job's shard is not rewritten and its action
-//! not built again just to look it up. A job remembered is built whole only if it executes.
+//! Jobs: each job's action, remembered from one link of an output to the next by what it is made of
+//! (this program, the compiler, the options, the linker's directory, the action's identity: its
+//! command, modules and shard with no name lld gives per link, and the labels its inputs have in
+//! the report), so that an unchanged job's shard is not rewritten and its action not built again
+//! just to look it up. A job remembered is built whole only if it executes.
 //!
 //! It knows one text file per (directory, linker output) beside the history, holding the last
 //! link's jobs only, and only jobs keyed by content, whose actions do not hold lld's per-link
@@ -13,7 +13,7 @@
 use crate::job::outcome::Ingredients;
 use crate::remote::action::{self, Common, JobAction};
 use crate::store::Kept;
-use crate::util::fsutil::Words;
+use crate::util::digest::Words;
 use bazel_remote_apis::build::bazel::remote::execution::v2 as re;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -105,7 +105,7 @@ impl RememberedJobs {
         if entry.outputs.len() != outputs.len() {
             return None;
         }
-        crate::util::fsutil::lock(&self.now).insert(key.to_string(), entry.clone());
+        crate::util::sync::lock(&self.now).insert(key.to_string(), entry.clone());
         Some(JobAction {
             action_digest: re::Digest {
                 hash: entry.action.clone(),
@@ -151,13 +151,13 @@ impl RememberedJobs {
             ingredients: job.ingredients.clone(),
             results: Vec::new(),
         };
-        crate::util::fsutil::lock(&self.now).insert(key, entry);
+        crate::util::sync::lock(&self.now).insert(key, entry);
     }
 
     /// Remembers, for the job remembered under `key`, its outputs' digests in this link's
     /// result, in the job's order; whether that job is remembered.
     pub fn results(&self, key: &str, digests: &[re::Digest]) -> bool {
-        let mut now = crate::util::fsutil::lock(&self.now);
+        let mut now = crate::util::sync::lock(&self.now);
         let Some(entry) = now.get_mut(key) else {
             return false;
         };
@@ -170,7 +170,7 @@ impl RememberedJobs {
 
     /// Forgets the job remembered under `key`: it was not what it is now.
     pub fn forget(&self, key: &str) {
-        crate::util::fsutil::lock(&self.now).remove(key);
+        crate::util::sync::lock(&self.now).remove(key);
     }
 
     /// Keeps this link's actions for the next link of the output, when they differ from those
@@ -179,7 +179,7 @@ impl RememberedJobs {
         let Some(kept) = &self.kept else {
             return Ok(());
         };
-        let now = crate::util::fsutil::lock(&self.now);
+        let now = crate::util::sync::lock(&self.now);
         kept.keep(*now == self.known, || lines(&now))?;
         Ok(())
     }
@@ -337,14 +337,14 @@ mod tests {
         assert!(k.get("k", &[here[0].clone(), here[0].clone()]).is_none());
         assert!(k.get("other", &here).is_none());
         // What was used is kept for the next link, with this link's result.
-        assert_eq!(crate::util::fsutil::lock(&k.now).get("k"), Some(&entry));
+        assert_eq!(crate::util::sync::lock(&k.now).get("k"), Some(&entry));
         let new = re::Digest {
             hash: "ef".into(),
             size_bytes: 4,
         };
         assert!(k.results("k", &[new]));
         assert!(!k.results("other", &[]));
-        let now = crate::util::fsutil::lock(&k.now);
+        let now = crate::util::sync::lock(&k.now);
         assert_eq!(now["k"].results, vec![("ef".to_string(), 4)]);
         assert!(
             !now.contains_key("other"),

@@ -8,14 +8,14 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 /// Lowest first; lib.rs and main.rs stand above all. The modules of one group stand side by
-/// side: `exec` (local execution) and `remote` (the REAPI client) meet only in `engine`.
+/// side: `local` (execution on this machine) and `remote` (the REAPI client) meet only in `engine`.
 const LAYERS: [&[&str]; 10] = [
     &["util"],
     &["store"],
     &["job"],
     &["render"],
     &["report"],
-    &["exec", "remote"],
+    &["local", "remote"],
     &["engine"],
     &["link"],
     &["cli"],
@@ -487,6 +487,45 @@ fn no_layer_below_the_command_line_knows_clap() {
     }
     assert!(checked > 80, "checked only {checked} files");
     assert!(knows.is_empty(), "clap below cli:\n{}", knows.join("\n"));
+}
+
+/// Each module opens with a `//!` line that names it (`//! Name: what it does`), the file's
+/// or, for a `mod.rs`, its folder's name: a reader finds the file by what its first line says.
+#[test]
+fn each_module_opens_with_its_own_name() {
+    let mut wrong = Vec::new();
+    let files = all_files();
+    for file in &files {
+        let stem = file.file_stem().unwrap().to_string_lossy().into_owned();
+        if ["lib", "main", "tests"].contains(&stem.as_str()) {
+            continue;
+        }
+        let name = match stem.as_str() {
+            "mod" => file
+                .parent()
+                .unwrap()
+                .file_name()
+                .unwrap()
+                .to_string_lossy()
+                .into_owned(),
+            _ => stem,
+        };
+        let text = fs::read_to_string(file).unwrap();
+        let first = text.lines().next().unwrap_or("");
+        let said = first
+            .strip_prefix("//! ")
+            .and_then(|l| l.split_once(':'))
+            .map(|(n, _)| n.to_lowercase());
+        if said.as_deref() != Some(&name.replace('_', " ")) {
+            wrong.push(format!("{}: {first}", file.display()));
+        }
+    }
+    assert!(files.len() > 100, "checked only {} files", files.len());
+    assert!(
+        wrong.is_empty(),
+        "first lines naming something else:\n{}",
+        wrong.join("\n")
+    );
 }
 
 #[test]

@@ -78,10 +78,10 @@ impl Guard {
     fn send(&self, message: &Message) {
         let mut line = serde_json::to_vec(message).unwrap_or_default();
         line.push(b'\n');
-        if let Some(pipe) = crate::util::fsutil::lock(&self.pipe).as_mut() {
+        if let Some(pipe) = crate::util::sync::lock(&self.pipe).as_mut() {
             // A guard that is gone cannot help; the run goes on without it, and says so.
             if let Err(e) = pipe.write_all(&line) {
-                crate::util::fsutil::lock(&self.lost).get_or_insert_with(|| e.to_string());
+                crate::util::sync::lock(&self.lost).get_or_insert_with(|| e.to_string());
             }
         }
     }
@@ -103,11 +103,11 @@ impl Guard {
     /// not be told something during the run, if it could not.
     pub fn finish(&self) -> Option<String> {
         self.send(&Message::Bye);
-        crate::util::fsutil::lock(&self.pipe).take();
-        if let Some(mut child) = crate::util::fsutil::lock(&self.child).take() {
+        crate::util::sync::lock(&self.pipe).take();
+        if let Some(mut child) = crate::util::sync::lock(&self.child).take() {
             let _ = child.wait();
         }
-        crate::util::fsutil::lock(&self.lost).take()
+        crate::util::sync::lock(&self.lost).take()
     }
 }
 
@@ -126,7 +126,7 @@ struct Running {
 /// The guard process: returns its exit code (0 after a goodbye, 1 after the run's death).
 pub fn main() -> i32 {
     // Signals are the run's business: the guard ends with the pipe.
-    for sig in crate::exec::process::CANCELLING {
+    for sig in crate::local::process::CANCELLING {
         // SAFETY: ignoring a signal has no preconditions.
         unsafe { libc::signal(sig, libc::SIG_IGN) };
     }
@@ -204,7 +204,7 @@ fn clean_up(running: Vec<Running>) {
     let cwd = std::path::Path::new(".");
     let mut tokens = 0;
     for r in running.iter().filter(|r| !r.unknown) {
-        crate::job::output::remove(cwd, &r.outputs);
+        crate::job::files::remove(cwd, &r.outputs);
         tokens += usize::from(r.token);
     }
     if tokens > 0 {

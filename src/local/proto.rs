@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use std::io::{self, BufRead, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
 
-use crate::exec::rundir::SOCKET;
+use crate::local::rundir::SOCKET;
 
 /// From a launcher to the run.
 #[derive(Debug, Serialize, Deserialize, PartialEq)]

@@ -7,16 +7,16 @@
 //! It knows sockets, threads and the order of a run's events; it does not decide which job runs
 //! next or where (`sched::Core` does), and it starts no process itself (`Direct` does).
 
-use crate::exec::direct::Direct;
-use crate::exec::guard::Guard;
-use crate::exec::proto::{self, ToLauncher, ToRun};
-use crate::exec::rundir;
-use crate::exec::sched::{Core, JobRecord, Policy, Step};
-use crate::exec::slots::{Arrival, Slot, Supply};
+use crate::job::files;
 use crate::job::outcome::{RemoteEnd as End, RemoteTotals};
-use crate::job::output;
 use crate::job::parse::JobFile;
-use crate::util::fsutil::lock;
+use crate::local::direct::Direct;
+use crate::local::guard::Guard;
+use crate::local::proto::{self, ToLauncher, ToRun};
+use crate::local::rundir;
+use crate::local::sched::{Core, JobRecord, Policy, Step};
+use crate::local::slots::{Arrival, Slot, Supply};
+use crate::util::sync::lock;
 use camino::Utf8PathBuf;
 use std::collections::VecDeque;
 use std::io::BufReader;
@@ -71,7 +71,7 @@ pub trait RemoteLane: Send + Sync {
 pub struct DirectSetup {
     /// The jobs to run.
     pub jobs: Vec<usize>,
-    pub watch: crate::exec::process::Watch,
+    pub watch: crate::local::process::Watch,
     pub guard: Arc<Guard>,
 }
 
@@ -278,7 +278,7 @@ impl Shared {
     /// a `direct` run's guard is told.
     fn checked(&self, index: usize, status: &crate::job::outcome::Status) -> Option<String> {
         let problem = if status.success() {
-            output::first_problem(&self.setup.cwd, &self.setup.file.jobs[index].outputs)
+            files::first_problem(&self.setup.cwd, &self.setup.file.jobs[index].outputs)
         } else {
             Some(status.describe())
         };
@@ -334,7 +334,7 @@ impl Server {
         });
         if let Some(d) = &shared.setup.direct {
             let me = Arc::downgrade(&shared);
-            let exited: crate::exec::direct::Exited = Arc::new(move |index, status| {
+            let exited: crate::local::direct::Exited = Arc::new(move |index, status| {
                 if let Some(shared) = me.upgrade() {
                     shared.exited(index, status);
                 }

@@ -1,14 +1,14 @@
-//! Tool: the backend of a run — the build tool picked (ninja, else make, or none with
-//! `direct`), the build file written into a new private directory, and the tool's command line.
+//! Tool: the build tool of a run (`--backend`) — ninja, else make, or none with `direct` — the
+//! build file written into a new private directory, and the tool's command line.
 //!
-//! It knows how ninja and make are found and invoked; it does not run them (`run` does) or
+//! It knows how ninja and make are found and invoked; it does not run them (`build` does) or
 //! render the file (`render` does).
 
 use super::options::{Backend, Options};
-use crate::exec::process::own_exe;
-use crate::exec::rundir::RunDir;
-use crate::exec::slots::Source;
 use crate::job::parse::JobFile;
+use crate::local::process::own_exe;
+use crate::local::rundir::RunDir;
+use crate::local::slots::Source;
 use crate::render::{self, Format, RunHooks};
 use crate::report::Fail;
 use camino::Utf8Path;

@@ -1,19 +1,19 @@
-//! Execute: the third step — the build file of the jobs the cache left, the build tool (or the
+//! Build: the third step — the build file of the jobs the cache left, the build tool (or the
 //! direct backend's guard), the slot supply, the scheduler's server, the signal handling that
 //! cancels through the launchers, and the progress line.
 //!
-//! It knows how those parts are started and joined for one link; what each does is `exec`'s.
+//! It knows how those parts are started and joined for one link; what each does is `local`'s.
 
-use super::backend::{tool_command, write_build_file};
-use super::decide::Remoting;
+use super::connect::Remoting;
 use super::prepare::Prepared;
-use crate::exec::guard::Guard;
-use crate::exec::process::{self, Watch};
-use crate::exec::sched::Policy;
-use crate::exec::server::{DirectSetup, RemoteLane, Server, Setup};
-use crate::exec::slots::{Source, Supply};
+use super::tool::{tool_command, write_build_file};
 use crate::job::outcome::{self, RemoteEnd};
 use crate::job::validate;
+use crate::local::guard::Guard;
+use crate::local::process::{self, Watch};
+use crate::local::sched::Policy;
+use crate::local::server::{DirectSetup, RemoteLane, Server, Setup};
+use crate::local::slots::{Source, Supply};
 use crate::report::{self, Fail};
 use std::io::IsTerminal;
 use std::process::ExitStatus;
@@ -28,9 +28,9 @@ pub(super) const LAUNCHERS_GONE: Duration = Duration::from_secs(5);
 /// How long the build tool has to stop by itself after a cancelling signal.
 const TOOL_STOPS: Duration = Duration::from_secs(5);
 
-/// What `execute` leaves for `settle`: the server and the build tool's end, when jobs were left
+/// What `build` leaves for `settle`: the server and the build tool's end, when jobs were left
 /// to run; else the remote side, still to finish.
-pub(super) struct Executed {
+pub(super) struct Built {
     pub server: Option<Server>,
     /// The guard of a run that started its jobs itself.
     pub guard: Option<Arc<Guard>>,
@@ -42,20 +42,20 @@ pub(super) struct Executed {
 
 /// Runs the jobs the lookup left (`hits` are done) through the build tool, if any are left and
 /// no signal came.
-pub(super) fn execute(
+pub(super) fn build(
     p: &mut Prepared<'_>,
     remoting: Remoting,
     hits: &[Option<RemoteEnd>],
     start: f64,
     watch: &Watch,
-) -> Result<Executed, Fail> {
+) -> Result<Built, Fail> {
     let hit = |i: usize| hits.get(i).is_some_and(Option::is_some);
     let order: Vec<usize> = validate::longest_first(&p.cost)
         .into_iter()
         .filter(|&i| !hit(i))
         .collect();
     if order.is_empty() || watch.received().is_some() {
-        return Ok(Executed {
+        return Ok(Built {
             server: None,
             guard: None,
             remote: remoting.remote,
@@ -95,7 +95,7 @@ pub(super) fn execute(
     let expected = if build.is_some() { tool_jobs } else { n };
     let server = start_server(p, away, state_dir, guard.clone(), order, expected, watch)?;
     cancel_on_signal(watch, &server, build.is_none());
-    let progress = crate::exec::progress::Progress::start(
+    let progress = crate::local::progress::Progress::start(
         n,
         !p.options.quiet && std::io::stderr().is_terminal(),
         server.counter(),
@@ -108,7 +108,7 @@ pub(super) fn execute(
         }
     };
     progress.finish();
-    Ok(Executed {
+    Ok(Built {
         server: Some(server),
         guard,
         remote: None,
@@ -148,7 +148,7 @@ fn tell_once(p: &Prepared<'_>) {
         report::warning(w);
     }
     if !p.options.quiet && !p.decision.advice.is_empty() {
-        let dir = crate::exec::pool::user_dir(&p.pool_base).ok();
+        let dir = crate::local::pool::user_dir(&p.pool_base).ok();
         for advice in &p.decision.advice {
             crate::report::advice::once(dir.as_deref(), advice);
         }

@@ -309,7 +309,7 @@ fn a_cancel_before_a_remote_job_launcher_comes_is_told_when_it_comes() {
         !steps.iter().any(|s| matches!(s, Step::Finish { .. })),
         "{steps:?}"
     );
-    let code = crate::exec::process::exit_code(libc::SIGINT);
+    let code = crate::local::process::exit_code(libc::SIGINT);
     assert_eq!(core.hello(1).unwrap(), [Step::Finish { index: 1, code }]);
     assert_eq!(core.hello(0).unwrap(), [Step::Finish { index: 0, code }]);
 }

@@ -5,8 +5,8 @@
 //! `Core` is that decision logic alone — events in, steps out — and knows no sockets,
 //! processes or files; `server` carries the steps out.
 
-use crate::exec::slots::Slot;
 use crate::job::outcome::{Fallback, Ran, Status};
+use crate::local::slots::Slot;
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
@@ -332,7 +332,7 @@ impl Core {
             self.phase[index] = Phase::Done;
             return Some(vec![Step::Finish {
                 index,
-                code: crate::exec::process::exit_code(sig),
+                code: crate::local::process::exit_code(sig),
             }]);
         }
         self.phase[index] = Phase::Ready;
@@ -519,7 +519,7 @@ impl Core {
             match self.phase[index] {
                 Phase::Ready | Phase::Remote => {
                     self.phase[index] = Phase::Done;
-                    let code = crate::exec::process::exit_code(signal);
+                    let code = crate::local::process::exit_code(signal);
                     steps.extend(self.finish(index, code));
                 }
                 Phase::Running { .. } => steps.push(Step::Cancel { index, signal }),

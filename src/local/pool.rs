@@ -124,7 +124,7 @@ fn open_in(dir: &Utf8Path, name: &str, create: bool) -> io::Result<File> {
 
 /// A file in the pool directory written whole: under a temporary name, then renamed.
 fn write_in(dir: &Utf8Path, name: &str, text: &str) -> io::Result<()> {
-    crate::util::fsutil::write_whole(dir.join(name).as_std_path(), text.as_bytes(), 0o600, || {
+    crate::util::whole::write_whole(dir.join(name).as_std_path(), text.as_bytes(), 0o600, || {
         Ok(())
     })
 }
@@ -386,7 +386,7 @@ impl Helper {
             .name("host pool".into())
             .spawn(move || loop {
                 {
-                    let mut n = crate::util::fsutil::lock(&s.requests);
+                    let mut n = crate::util::sync::lock(&s.requests);
                     while *n == 0 && !s.stop.load(Ordering::SeqCst) {
                         n = s.wake.wait(n).unwrap_or_else(|e| e.into_inner());
                     }
@@ -425,7 +425,7 @@ impl Helper {
 
     /// Asks for one more slot.
     pub fn request(&self) {
-        *crate::util::fsutil::lock(&self.state.requests) += 1;
+        *crate::util::sync::lock(&self.state.requests) += 1;
         self.state.wake.notify_one();
     }
 }

@@ -1,13 +1,13 @@
-//! Decide: the remote side of a run before anything starts — the connection, which jobs may
+//! Connect: the remote side of a run before anything starts — the connection, which jobs may
 //! go there, and the action cache's answers (their outputs written and verified); and the
 //! `RemoteLane` through which the scheduler hands the rest to the remote runner.
 //!
-//! It knows how `exec` and `remote` meet; the protocol is `remote`'s, the scheduling `exec`'s.
+//! It knows how `local` and `remote` meet; the protocol is `remote`'s, the scheduling `local`'s.
 
 use super::prepare::Prepared;
-use crate::exec::process::Watch;
-use crate::exec::server::RemoteLane;
 use crate::job::outcome::{RemoteEnd, RemoteTotals};
+use crate::local::process::Watch;
+use crate::local::server::RemoteLane;
 use crate::report;
 
 /// The link's remote side: the connection, which jobs may go there, and how many at once.

@@ -1,5 +1,5 @@
-//! Output: what a job's output files must look like, how to remove a job's traces, and when two
-//! paths name the same file.
+//! Files: a job's files — the name of its index shard, what its outputs must look like, how its
+//! traces are removed, and when two paths name the same file.
 //!
 //! It knows the file system and how clang names its temporaries, and asks `object` whether an
 //! output is a whole object (clang-22 exits 0 and writes an empty object when an import is

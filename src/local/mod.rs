@@ -1,4 +1,4 @@
-//! Exec: runs a link's jobs on this machine — the private directory (`rundir`: its whole layout),
+//! Local: runs a link's jobs on this machine — the private directory (`rundir`: its whole layout),
 //! the scheduler (`sched`) and the socket server the launchers talk to (`server`), where job slots
 //! come from (jobserver, host pool, `-j`), the launchers themselves, or the direct backend and its
 //! guard, processes and signals, and the progress line.

@@ -1,17 +1,13 @@
-//! Fsutil: small file-system helpers every layer uses — files written whole or not at all (on
-//! `tempfile`, or linked once whole where Linux makes files without a name), stable file names
-//! hashed from a key, locks that survive a panicking holder, and the first of several paths
-//! that is a file.
+//! Whole: files written whole or not at all — on `tempfile` under a temporary name renamed
+//! into place, or made without a name and linked once whole where Linux can — and a file's
+//! modification time set to now.
 //!
-//! It knows files, renames, links, SHA-256 and mutexes; it does not know what the files hold or
-//! who reads them, and it imports nothing of the crate.
+//! It knows files, renames and links; it does not know what the files hold or who reads them.
 
 use camino::Utf8Path;
-use sha2::{Digest, Sha256};
 use std::fs::{self, File};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-use std::sync::{Mutex, MutexGuard};
 
 /// A file being written under a temporary name beside its final one, renamed into place only
 /// when whole, so that readers (and concurrent links writing one report) never see half of it.
@@ -215,107 +211,16 @@ mod unnamed {
     pub fn refused() {}
 }
 
-/// The first `dir/name` (over `dirs`, then `names`) that is a file under `base`, as
-/// `dir/name`: how linkers search their library paths.
-pub fn first_file(
-    base: &Utf8Path,
-    dirs: &[String],
-    names: &[String],
-) -> Option<camino::Utf8PathBuf> {
-    dirs.iter()
-        .flat_map(|dir| names.iter().map(move |n| Utf8Path::new(dir).join(n)))
-        .find(|p| base.join(p).is_file())
-}
-
-/// The SHA-256 of `bytes`, in lower-case hex.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    hex(Sha256::digest(bytes))
-}
-
-/// Lower-case hex of a SHA-256 (the digest crate's own formatting, in one buffer).
-pub fn hex(digest: sha2::digest::Output<Sha256>) -> String {
-    format!("{digest:x}")
-}
-
-/// A digest of words, each taken with its length so that no two lists give the same bytes.
-#[derive(Default)]
-pub struct Words(sha2::Sha256);
-
-impl Words {
-    pub fn word(&mut self, w: &str) {
-        self.bytes(w.as_bytes());
-    }
-
-    /// A word of any bytes, taken with its length as `word` takes text.
-    pub fn bytes(&mut self, b: &[u8]) {
-        use sha2::Digest;
-        self.0.update((b.len() as u64).to_le_bytes());
-        self.0.update(b);
-    }
-
-    pub fn list<'a>(&mut self, words: impl Iterator<Item = &'a str>) {
-        let words: Vec<&str> = words.collect();
-        self.word(&words.len().to_string());
-        for w in words {
-            self.word(w);
-        }
-    }
-
-    pub fn finish(self) -> String {
-        use sha2::Digest;
-        crate::util::fsutil::hex(self.0.finalize())
-    }
-}
-
-/// A file name of 16 hex digits that stays the same for the same `parts` (the first 8 bytes of
-/// the SHA-256 of the parts joined by NUL bytes).
-pub fn stable_name(parts: &[&[u8]]) -> String {
-    let mut h = Sha256::new();
-    for (i, part) in parts.iter().enumerate() {
-        if i > 0 {
-            h.update([0]);
-        }
-        h.update(part);
-    }
-    hex(h.finalize())[..16].to_string()
-}
-
 /// Sets the file's modification time to now, without changing it otherwise.
 pub fn touch(path: &Path) -> std::io::Result<()> {
     let f = std::fs::File::options().write(true).open(path)?;
     f.set_modified(std::time::SystemTime::now())
 }
 
-/// Locks `m`, also when a thread panicked while holding it (what it guards stays usable).
-pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use camino::Utf8PathBuf;
-
-    #[test]
-    fn digests_are_lower_case_hex_of_64_digits() {
-        // The SHA-256 of nothing and of "abc" (FIPS 180-2).
-        assert_eq!(
-            sha256_hex(b""),
-            "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
-        );
-        assert_eq!(
-            sha256_hex(b"abc"),
-            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
-        );
-    }
-
-    #[test]
-    fn stable_names_are_the_first_8_bytes_of_the_joined_parts_digest() {
-        // sha256("a\0b")
-        assert_eq!(stable_name(&[b"a", b"b"]), &sha256_hex(b"a\0b")[..16]);
-        assert_eq!(stable_name(&[b"a", b"b"]).len(), 16);
-        assert_ne!(stable_name(&[b"a", b"b"]), stable_name(&[b"ab"]));
-    }
 
     #[test]
     fn a_whole_write_leaves_nothing_when_refused_at_the_end() {

@@ -6,9 +6,9 @@
 //! and clang's temporaries, gives back the jobserver token its job ran on, and exits. It knows
 //! the wire protocol and processes; it does not know jobs, slots or the build tool.
 
-use crate::exec::process::{self, Watch};
-use crate::exec::proto::{self, ToLauncher, ToRun};
 use crate::job::outcome::{now, Status};
+use crate::local::process::{self, Watch};
+use crate::local::proto::{self, ToLauncher, ToRun};
 use camino::Utf8Path;
 use std::fs::File;
 use std::io::BufReader;
@@ -144,7 +144,7 @@ fn abandon(
                 wait_exit(events, Duration::from_secs(5));
             }
         }
-        crate::job::output::remove(std::path::Path::new("."), &run.outputs);
+        crate::job::files::remove(std::path::Path::new("."), &run.outputs);
     }
     if token {
         // SAFETY: the descriptors in the environment were inherited for this purpose.
