@@ -2,8 +2,8 @@
 //! way only (each may use those listed before it; `local` and `remote` stand side by side and
 //! meet only in `engine`):
 //!
-//! `util` → `job` → `render` → `report` → (`local` | `remote`) → `cli` → `engine`
-//! → `link` → `cmd`
+//! `util` → `store` → `job` → `render` → `report` → (`local` | `remote`) → `engine` → `link`
+//! → `cli` → `cmd`
 //!
 //! It exposes only what tests and the bench need — the job model (`job`) and the renderers
 //! (`render`) — and `main`, the program's entry point; everything else is private.
