@@ -47,10 +47,21 @@ pub fn main() -> i32 {
             Ok(code) => code,
             Err(fail) => code(Err(fail)),
         },
-        Some(Command::Link(args)) => match args.options() {
-            Ok(options) => supervised(|jobserver, watch| link::link(&options, jobserver, watch)),
-            Err(e) => code(Err(Fail::bad_input(e))),
-        },
+        Some(Command::Link(args)) => {
+            if let (true, Some(file)) = (args.emit_check, &args.emit) {
+                match link::emit_unchanged(file) {
+                    Ok(true) => return 0,
+                    Ok(false) => {}
+                    Err(fail) => return code(Err(fail)),
+                }
+            }
+            match args.options() {
+                Ok(options) => {
+                    supervised(|jobserver, watch| link::link(&options, jobserver, watch))
+                }
+                Err(e) => code(Err(Fail::bad_input(e))),
+            }
+        }
         None => match cli.run.options() {
             Ok(options) => supervised(|jobserver, watch| {
                 engine::run(&options, cli.run.job_file(), jobserver, watch)

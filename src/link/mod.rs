@@ -26,16 +26,34 @@ use emitted::{discard_emitted, emit, file_names, lock_directory};
 use flow::flow;
 pub(crate) use options::Options;
 
+/// The linker's directory (this one).
+fn cwd() -> Result<Utf8PathBuf, Fail> {
+    let cwd = std::env::current_dir()
+        .map_err(|e| Fail::environment(format!("find the current directory: {e}")))?;
+    Utf8PathBuf::from_path_buf(cwd)
+        .map_err(|p| Fail::environment(format!("use {}: not UTF-8", p.display())))
+}
+
+/// `link --emit FILE --emit-check`, the command of FILE's own rule: whether FILE stands as it
+/// is (none of its archives changed), asked before the options are made (their files are not
+/// read by a rule that does nothing). When not, `link` checks again and writes FILE.
+pub(crate) fn emit_unchanged(file: &camino::Utf8Path) -> Result<bool, Fail> {
+    let cwd = cwd()?;
+    let (file, _) = file_names(&cwd, file);
+    let _one = lock_directory(&cwd.join(&file))?;
+    Ok(!crate::link::fingerprint::changed(
+        &cwd.join(format!("{file}.dtlto")),
+        &cwd,
+    ))
+}
+
 /// `dtlto-bridge link`: with `--emit`, writes the build file of the link; else runs it.
 pub(crate) fn link(
     options: &Options,
     jobserver: jobserver::FromEnv,
     watch: &Watch,
 ) -> Result<(), Fail> {
-    let cwd = std::env::current_dir()
-        .map_err(|e| Fail::environment(format!("find the current directory: {e}")))?;
-    let cwd = Utf8PathBuf::from_path_buf(cwd)
-        .map_err(|p| Fail::environment(format!("use {}: not UTF-8", p.display())))?;
+    let cwd = cwd()?;
     if let Some(file) = &options.emit {
         // As the build tool will name it (`ninja -f` runs from here), so that the rule that
         // writes it again is its own.

@@ -63,7 +63,7 @@ impl Disk {
                  directory of your own in --remote-disk-cache (DTLTO_BRIDGE_REMOTE_DISK_CACHE)"
             )
         };
-        let top = crate::store::own_dir(&dir).map_err(refused)?;
+        let top = crate::store::own_dir(&dir, crate::store::Others::Refuse).map_err(refused)?;
         let cas = crate::store::own_subdir(&top, "cas", &shown).map_err(refused)?;
         let uid = rustix::process::geteuid().as_raw();
         Ok(Disk { dir, top, cas, uid })

@@ -37,7 +37,9 @@ impl Options {
         match (self.disk.is_some(), self.cache, self.memo.is_some()) {
             (false, _, _) | (true, true, true) => None,
             (true, false, _) => Some("the action cache is off (--remote-no-cache)"),
-            (true, true, false) => Some("it needs the history (--no-history is set)"),
+            (true, true, false) => {
+                Some("it needs the cache directory (--history), which is off or was refused")
+            }
         }
     }
 }

@@ -6,7 +6,7 @@
 //! It knows names, the trim and who may write there; it does not know what the files hold.
 
 use super::kept::{Kept, Kind, ACTIONS, COMPILERS, DIGESTS, HISTORY};
-use super::own::own_dir;
+use super::own::{own_dir, Others};
 use camino::{Utf8Path, Utf8PathBuf};
 use std::path::Path;
 
@@ -49,12 +49,13 @@ impl CacheDir {
             .map(|d| d.join("dtlto-bridge"))
     }
 
-    /// The cache directory at `path`: refused when it is there but not this user's own, or
-    /// others may write in it (their files would be taken as remembered); made (0700) at the
-    /// first write when missing.
+    /// The cache directory at `path`: refused when it is there but not this user's own (their
+    /// files would be taken as remembered); one of this user's that others may write in (older
+    /// versions made it under the umask) loses their permission; made (0700) at the first write
+    /// when missing.
     pub fn open(path: Utf8PathBuf) -> Result<CacheDir, String> {
         if path.as_std_path().is_dir() {
-            own_dir(path.as_std_path())?;
+            own_dir(path.as_std_path(), Others::Tighten)?;
         }
         Ok(CacheDir { path })
     }
@@ -84,13 +85,13 @@ impl CacheDir {
 }
 
 impl LinkFiles {
-    /// Removes the least recently used links' files beyond `MAX_FILES` of each kind, and the
-    /// history files of earlier versions (`STEM.json`).
+    /// Removes the least recently used links' files beyond `MAX_FILES` of each kind, and of
+    /// the history files of earlier versions (`STEM.json`, which an older dtlto-bridge on this
+    /// machine may still use).
     pub fn trim(&self) {
-        for (extension, _) in PER_LINK {
+        for extension in PER_LINK.iter().map(|(e, _)| *e).chain(["json"]) {
             trim(&self.dir, extension, MAX_FILES);
         }
-        trim(&self.dir, "json", 0);
     }
 }
 
@@ -157,19 +158,35 @@ mod tests {
         trim(&path, "json", 0);
         assert!(!a.history.path().exists());
         assert!(b.history.path().exists());
-        assert!(!legacy.exists(), "an earlier version's history is removed");
+        assert!(
+            !legacy.exists(),
+            "an earlier version's history is trimmed as its own kind"
+        );
         assert!(foreign.exists(), "a file of no link is left alone");
     }
 
     #[test]
-    fn a_cache_directory_others_may_write_in_is_refused() {
+    fn a_cache_directory_others_may_write_in_is_theirs_no_longer() {
         use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().unwrap();
         let path = Utf8PathBuf::from_path_buf(dir.path().join("open")).unwrap();
         std::fs::create_dir(&path).unwrap();
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o777)).unwrap();
-        let e = CacheDir::open(path.clone()).unwrap_err();
-        assert!(e.contains("others may write"), "{e}");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o775)).unwrap();
+        CacheDir::open(path.clone()).unwrap();
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(
+            mode & 0o777,
+            0o755,
+            "the group's write permission taken, nothing else"
+        );
+        if rustix::process::geteuid().is_root() {
+            let theirs = dir.path().join("theirs");
+            std::fs::create_dir(&theirs).unwrap();
+            std::os::unix::fs::chown(&theirs, Some(4242), None).unwrap();
+            let theirs = Utf8PathBuf::from_path_buf(theirs).unwrap();
+            let e = CacheDir::open(theirs).unwrap_err();
+            assert!(e.contains("belongs to uid 4242"), "{e}");
+        }
         let missing = Utf8PathBuf::from_path_buf(dir.path().join("missing")).unwrap();
         CacheDir::open(missing.clone()).unwrap();
         assert!(!missing.exists(), "made at the first write, not before");

@@ -14,4 +14,4 @@ mod own;
 
 pub use cache::{CacheDir, LinkFiles};
 pub use kept::{Kept, ACTIONS, ARCHIVES};
-pub use own::{own_dir, own_subdir};
+pub use own::{own_dir, own_subdir, Others};

@@ -10,9 +10,20 @@ use std::os::fd::OwnedFd;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::Path;
 
+/// What to do with a directory of this user's that others may write in.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Others {
+    /// Refuse it (a directory the user named for a cache of outputs may be meant to be shared).
+    Refuse,
+    /// Take their write permission away (a directory dtlto-bridge made, as older versions did
+    /// under the user's umask, 0775 under 002).
+    Tighten,
+}
+
 /// The directory `dir`, made (0700) when missing, opened and checked: this user's, and no
-/// one else may write in it. The error says why not, naming the directory.
-pub fn own_dir(dir: &Path) -> Result<OwnedFd, String> {
+/// one else may write in it (or no longer, with `Others::Tighten`). The error says why not,
+/// naming the directory.
+pub fn own_dir(dir: &Path, others: Others) -> Result<OwnedFd, String> {
     let shown = dir.display().to_string();
     std::fs::DirBuilder::new()
         .recursive(true)
@@ -25,7 +36,7 @@ pub fn own_dir(dir: &Path) -> Result<OwnedFd, String> {
         Mode::empty(),
     )
     .map_err(|e| format!("open {shown}: {e}"))?;
-    check(&fd, &shown)?;
+    check(&fd, &shown, others)?;
     Ok(fd)
 }
 
@@ -44,13 +55,13 @@ pub fn own_subdir(top: &OwnedFd, name: &str, shown: &str) -> Result<OwnedFd, Str
         }
         e => format!("open {shown}: {e}"),
     })?;
-    check(&fd, &shown)?;
+    check(&fd, &shown, Others::Refuse)?;
     Ok(fd)
 }
 
 /// Refuses the directory `fd` (shown as `shown`) unless it is this user's and no one else may
-/// write in it.
-fn check(fd: &OwnedFd, shown: &str) -> Result<(), String> {
+/// write in it; with `Others::Tighten`, a directory of this user's loses their permission.
+fn check(fd: &OwnedFd, shown: &str, others: Others) -> Result<(), String> {
     let uid = rustix::process::geteuid().as_raw();
     let st = fstat(fd).map_err(|e| format!("read {shown}: {e}"))?;
     let mode = st.st_mode & 0o7777;
@@ -59,9 +70,16 @@ fn check(fd: &OwnedFd, shown: &str) -> Result<(), String> {
             "{shown} belongs to uid {}, not to this user (uid {uid})",
             st.st_uid
         ))
+    } else if mode & 0o022 != 0 && others == Others::Tighten {
+        rustix::fs::fchmod(fd, rustix::fs::Mode::from_raw_mode(mode & !0o022))
+            .map_err(|e| format!("take others' write permission from {shown}: {e}"))
     } else if mode & 0o022 != 0 {
+        let who = match mode & 0o002 {
+            0 => "its group",
+            _ => "others",
+        };
         Err(format!(
-            "others may write in {shown} (mode {mode:o}): make it 0700"
+            "{who} may write in {shown} (mode {mode:o}): make it 0700"
         ))
     } else {
         Ok(())

@@ -33,10 +33,11 @@ fn src() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
 }
 
-/// A file's text up to its unit tests (`#[cfg(test)]`), which may import anything.
+/// A file's text up to its unit tests (`#[cfg(test)] mod tests`), which may import anything
+/// (an item of its own marked `#[cfg(test)]` earlier is code like the rest).
 fn code(file: &Path) -> String {
     let text = fs::read_to_string(file).unwrap();
-    match text.find("#[cfg(test)]") {
+    match text.find("#[cfg(test)]\nmod tests") {
         Some(at) => text[..at].to_string(),
         None => text,
     }
@@ -390,6 +391,10 @@ fn functions_over(text: &str, most: usize) -> Vec<String> {
             "pub(crate) fn ",
             "pub(super) fn ",
             "async fn ",
+            "const fn ",
+            "pub const fn ",
+            "unsafe fn ",
+            "pub unsafe fn ",
         ]
         .iter()
         .chain(&[

@@ -200,7 +200,7 @@ fn a_relink_takes_the_remembered_jobs_outputs_from_the_disk_cache_not_the_server
     assert_eq!(ran(&report), ["remote cache"; 5], "{}", stderr(&out));
     assert!(
         stderr(&out).contains(
-            "warning: --remote-disk-cache is not used: it needs the history (--no-history is set)"
+            "warning: --remote-disk-cache is not used: it needs the cache directory (--history), which is off or was refused"
         ),
         "{}",
         stderr(&out)
