@@ -90,11 +90,23 @@ class Resident:
         self.maps, self.held = [], []
 
 
-def start_buildgrid(template, dir):
+# BuildGrid's batch limit is a constant of its code (settings.MAX_REQUEST_SIZE, 4 MiB less 1 KiB),
+# which its modules copy when imported: set before any of them is, it is the limit the server
+# advertises (max_batch_total_size_bytes) and enforces on every batch call.
+BGD_WITH_LIMIT = (
+    "import sys\n"
+    "import buildgrid.server.settings as settings\n"
+    "settings.MAX_REQUEST_SIZE = int(sys.argv.pop(1))\n"
+    "from buildgrid.server.app import cli\n"
+    "sys.argv[0] = 'bgd'\n"
+    "sys.exit(cli())\n")
+
+
+def start_buildgrid(template, dir, batch_limit=None):
     """BuildGrid started from the configuration `template` (its ${SOCKET} filled in) on a Unix
-    socket in `dir`, its scheduler's database under dir/tmp and its log in dir/server.log: the
-    process and the socket's path. RuntimeError, the process stopped, when no socket comes in
-    60 s."""
+    socket in `dir`, its scheduler's database under dir/tmp and its log in dir/server.log, with
+    `batch_limit` bytes as its batch limit when given: the process and the socket's path.
+    RuntimeError, the process stopped, when no socket comes in 60 s."""
     socket = os.path.join(dir, "bgd.sock")
     with open(template) as f:
         config = f.read().replace("${SOCKET}", socket)
@@ -103,9 +115,13 @@ def start_buildgrid(template, dir):
         f.write(config)
     tmp = os.path.join(dir, "tmp")
     os.mkdir(tmp)
+    bgd = [os.path.join(ROOT, "target/pytools/bin/bgd")]
+    if batch_limit:
+        bgd = [os.path.join(ROOT, "target/pytools/bin/python"), "-c", BGD_WITH_LIMIT,
+               str(batch_limit)]
     with open(os.path.join(dir, "server.log"), "w") as log:
-        proc = subprocess.Popen([os.path.join(ROOT, "target/pytools/bin/bgd"), "server", "start",
-                                 path], env={**os.environ, "TMPDIR": tmp}, stdout=log,
+        proc = subprocess.Popen(bgd + ["server", "start", path],
+                                env={**os.environ, "TMPDIR": tmp}, stdout=log,
                                 stderr=log, stdin=subprocess.DEVNULL)
     until = time.time() + 60
     while not os.path.exists(socket):

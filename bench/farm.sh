@@ -9,7 +9,7 @@
 # "The farm at the farm's speed".
 # Usage: bench/farm.sh [--bridge PATH] [--scale F] [--workers W,W] [--net RTT_MS:MBIT,...]
 #                      [--runs N] [--relinks N] [--bots-per-process N] [--openssl] [--no-lua] [--smoke]
-#                      [--rerecord] [--name NAME]
+#                      [--rerecord] [--name NAME] [--batch-limit BYTES] [--late-ms MS]
 # Without --bridge, dtlto-bridge is built here (cargo build --release) and that one is measured.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -25,7 +25,7 @@ while [ $# -gt 0 ]; do
     --no-lua) with_lua=false; shift ;;
     --smoke) with_lua=false; pass+=("$1"); shift ;;
     --rerecord) pass+=("$1"); shift ;;
-    --scale|--workers|--net|--runs|--relinks|--bots-per-process|--name|--out-json)
+    --scale|--workers|--net|--runs|--relinks|--bots-per-process|--name|--out-json|--batch-limit|--late-ms)
       pass+=("$1" "$2"); shift 2 ;;
     *) sed -n '/^# Usage/,/^# Without/p' "$0" >&2; exit 2 ;;
   esac

@@ -59,12 +59,15 @@ class Farm:
     """BuildGrid on a Unix socket, the replay workers on it, and the relay in front: every
     process stopped by PID."""
 
-    def __init__(self, workers, per_process, record, scale, rtt_ms, mbit):
+    def __init__(self, workers, per_process, record, scale, rtt_ms, mbit, batch_limit=0,
+                 late_ms=0.0):
         self.dir = tempfile.mkdtemp(prefix="dtlto-farm-bench-")
         self.procs = {"server": [], "workers": [], "relay": []}
+        self.relay_log = os.path.join(self.dir, "relay.jsonl")
+        self.connections_seen = 0
         try:
             server, self.socket = bench.start_buildgrid(os.path.join(HERE, "buildgrid.yml"),
-                                                        self.dir)
+                                                        self.dir, batch_limit)
             self.procs["server"].append(server)
             self.log = os.path.join(self.dir, "worker.jsonl")
             self.workers_log = open(os.path.join(self.dir, "workers.err"), "w")
@@ -73,12 +76,14 @@ class Farm:
                     [os.path.join(PY, "python"), os.path.join(HERE, "worker.py"),
                      "--remote", "unix:" + self.socket, "--instance", "main", "--name", f"w{i}",
                      "--bots", str(min(per_process, workers - i)), "--record", record,
-                     "--scale", str(scale), "--log", self.log],
+                     "--scale", str(scale), "--log", self.log,
+                     "--batch-limit", str(batch_limit)],
                     stdin=subprocess.DEVNULL, stdout=self.workers_log, stderr=self.workers_log))
             port_file = os.path.join(self.dir, "relay.port")
             self.procs["relay"].append(subprocess.Popen(
                 [os.path.join(PY, "python"), os.path.join(HERE, "relay.py"),
                  "--to", "unix:" + self.socket, "--rtt-ms", str(rtt_ms), "--mbit", str(mbit),
+                 "--late-ms", str(late_ms), "--log", self.relay_log,
                  "--port-file", port_file], stdin=subprocess.DEVNULL))
             until = time.time() + 30
             while not os.path.exists(port_file):
@@ -107,6 +112,22 @@ class Farm:
                 return
             time.sleep(0.2)
         raise RuntimeError("the bots did not all create their sessions in 120 s")
+
+    def calls(self):
+        """The gRPC calls of the connections the relay closed since the last ask (one link's:
+        dtlto-bridge's connections close when it exits), added up: calls, calls started with
+        none in flight, bytes up and down."""
+        until = time.time() + 5
+        lines = []
+        while time.time() < until:
+            if os.path.exists(self.relay_log):
+                with open(self.relay_log) as f:
+                    lines = [json.loads(line) for line in f]
+            if len(lines) > self.connections_seen:
+                break
+            time.sleep(0.05)
+        new, self.connections_seen = lines[self.connections_seen:], len(lines)
+        return {k: sum(c[k] for c in new) for k in ("calls", "serial", "up", "down")}
 
     def cpu(self):
         return {k: sum(cpu_of(p.pid) for p in ps) for k, ps in self.procs.items()}
@@ -266,6 +287,10 @@ def main():
     ap.add_argument("--record-jobs", type=int, default=1)
     ap.add_argument("--name", default=None, help="results file name (bench/results/NAME.md)")
     ap.add_argument("--out-json", default=None)
+    ap.add_argument("--batch-limit", type=int, default=0,
+                    help="the server's batch limit in bytes (default: BuildGrid's, 4 MiB)")
+    ap.add_argument("--late-ms", type=float, default=0.0,
+                    help="the relay holds every server answer this much longer")
     args = ap.parse_args()
     bridge = os.path.abspath(args.bridge)
     workers = [int(w) for w in args.workers.split(",")]
@@ -286,7 +311,8 @@ def main():
     relay_checks = []
     for rtt, mbit in nets:
         out = subprocess.run([os.path.join(PY, "python"), os.path.join(HERE, "relay.py"),
-                              "--selftest", "--rtt-ms", str(rtt), "--mbit", str(mbit)],
+                              "--selftest", "--rtt-ms", str(rtt), "--mbit", str(mbit),
+                              "--late-ms", str(args.late_ms)],
                              capture_output=True, text=True, check=True)
         relay_checks.append((rtt, mbit, json.loads(out.stdout)))
     results["relay"] = relay_checks
@@ -326,7 +352,8 @@ def main():
                 ideal_first = local_s + lpt([t * args.scale for t in times], w)
                 firsts, relinks, beside = [], [], []
                 for run in range(args.runs):
-                    farm = Farm(w, args.bots_per_process, store, args.scale, rtt, mbit)
+                    farm = Farm(w, args.bots_per_process, store, args.scale, rtt, mbit,
+                                args.batch_limit, args.late_ms)
                     try:
                         history = tempfile.mkdtemp(prefix="dtlto-farm-history-")
                         renv = dict(env, DTLTO_BRIDGE_HISTORY=history)
@@ -343,8 +370,9 @@ def main():
                         firsts.append({
                             "seconds": s, "link_cpu": link_cpu, "farm_cpu": farm_cpu,
                             "started": started, "actions": acts,
-                            "remote": rep["remote"],
+                            "remote": rep["remote"], "bridge_start": rep["start"],
                             "jobs": [j.get("remote", {}) for j in rep["jobs"]],
+                            "calls": farm.calls(),
                         })
                         for _ in range(args.relinks):
                             s, link_cpu, farm_cpu, _, rep = through(
@@ -354,7 +382,8 @@ def main():
                                          "jobs from the action cache")
                             relinks.append({"seconds": s, "link_cpu": link_cpu,
                                             "farm_cpu": farm_cpu, "remote": rep["remote"],
-                                            "bridge": rep["wall_seconds"]})
+                                            "bridge": rep["wall_seconds"],
+                                            "calls": farm.calls()})
                             # The local phases again, the farm idle beside them: the ideal
                             # of a relink on the same machine, under the same load.
                             beside.append(link(program, store_bin, [store], env)[0])
@@ -374,7 +403,8 @@ def main():
         results["programs"][key] = {
             "name": program.name, "jobs": len(times), "job_seconds": times, "local": local,
             "local_s": local_s, "rows": rows,
-            "record_threads": rec.get("threads", 1), "orders": orders}
+            "record_threads": rec.get("threads", 1), "orders": orders,
+            "costliest": max(rec["jobs"], key=lambda k: rec["jobs"][k]["seconds"])}
 
     results["load_end"] = os.getloadavg()
     if args.out_json:
@@ -401,6 +431,8 @@ def write(args, bridge, results):
                f"--scale {args.scale:g} "
                f"--workers {args.workers} --net {args.net} --runs {args.runs} "
                f"--relinks {args.relinks}" + (" --openssl" if args.openssl else "")
+               + (f" --batch-limit {args.batch_limit}" if args.batch_limit else "")
+               + (f" --late-ms {args.late_ms:g}" if args.late_ms else "")
                + ("" if args.lua else " --no-lua"))
     lines = [
         f"# dtlto-bridge against a simulated build farm, {today}",
@@ -409,7 +441,12 @@ def write(args, bridge, results):
         "(bench/farm/worker.py: each bot takes one action at a time, sleeps the job's recorded "
         f"time x{args.scale:g} and returns the recorded object); dtlto-bridge reaches the server "
         "through bench/farm/relay.py (a user-space link of the given round-trip time and "
-        "bandwidth). What every number is: bench/README.md, \"The farm at the farm's speed\".",
+        "bandwidth). What every number is: bench/README.md, \"The farm at the farm's speed\"."
+        + (f" The server's batch limit: {args.batch_limit} bytes (BuildGrid's own is 4 MiB)."
+           if args.batch_limit else "")
+        + (f" The relay holds every server answer {args.late_ms:g} ms longer (an engine that "
+           "leaves Nagle on, answering once the client's delayed ACK comes)."
+           if args.late_ms else ""),
         f"dtlto-bridge: `{bench.version([bridge, '--version'])}`, commit {commit} ({shown}).",
         f"Tools: {bench.version(['clang-22', '--version'])}.",
         f"Command: `{cmdline}`.",
@@ -485,6 +522,37 @@ def write(args, bridge, results):
             ["link", "workers", "start to the first job taken by a bot s",
              "first job taken to last job done s", "LPT schedule s",
              "last job done to the link's end s"], rows)
+        rows = []
+        for r in p["rows"]:
+            net = f"{r['rtt']:g} ms, {r['mbit']:g} Mbit/s"
+            first_taken, costliest = [], []
+            for x in r["firsts"]:
+                t0 = x.get("bridge_start")
+                if t0 is None:
+                    continue
+                first_taken.append(min(a["taken"] for a in x["actions"]) - t0)
+                costliest += [a["taken"] - t0 for a in x["actions"]
+                              if a.get("key") == p.get("costliest")]
+            calls = lambda xs, k: med(x["calls"][k] for x in xs if "calls" in x)
+            beside = r.get("beside") or []
+            wire = [x["remote"].get("downloaded_bytes", 0) * 8 / (r["mbit"] * 1e6)
+                    for x in r["relinks"]]
+            own = [(x["bridge"] - w) / b for x, w, b in zip(r["relinks"], wire, beside)]
+            rows.append([net, str(r["workers"]), f"{med(first_taken):.2f}",
+                         f"{med(costliest):.2f}",
+                         f"{calls(r['firsts'], 'calls'):.0f} / {calls(r['firsts'], 'serial'):.0f}",
+                         f"{calls(r['relinks'], 'calls'):.0f} / "
+                         f"{calls(r['relinks'], 'serial'):.0f}",
+                         f"{med(x['bridge'] for x in r['relinks']):.3f}",
+                         f"{med(wire):.3f}", f"{med(beside):.3f}", f"{med(own):.2f}x"])
+        lines += bench.table(
+            f"{p['name']}: the first seconds and the calls (medians; measures that do not depend "
+            "on the job-time scale)",
+            ["link", "workers", "dtlto-bridge's start to the first job taken by a bot s",
+             "to the costliest job taken s", "first link: calls / started with none in flight",
+             "relink: calls / started with none in flight", "relink: dtlto-bridge's wall s",
+             "relink: wire time of its downloads s", "relink: lld's phases s",
+             "relink: (dtlto-bridge's wall - wire) / lld's phases"], rows)
         rows = []
         for r in p["rows"]:
             jobs = [j for x in r["firsts"] for j in x["jobs"]]

@@ -10,6 +10,16 @@ bandwidth, `--mbit`), and arrives half the round-trip time (`--rtt-ms`) later. A
 at most `--buffer` bytes in flight; beyond that it stops reading, so the sender's TCP and
 HTTP/2 flow control feel the link as they would a real one.
 
+`--late-ms` holds every byte the server sends that much longer (on top of half the round trip):
+an engine that leaves Nagle on answers each call's trailers only once the client's delayed ACK
+comes, some 40 ms later, so calls one after another each wait that long, while calls in flight
+side by side overlap their waits. Holding the server's answers models both.
+
+`--log` appends a line of JSON per connection once it closes: its gRPC calls (HTTP/2 streams the
+client opened), how many of them it started while none was in flight (each is one wait on the
+link at least: a lower bound of the round trips on the client's critical path), and its bytes
+each way. The relay reads only the frames' 9-byte headers, never their payloads.
+
 Threads, not asyncio: asyncio's event loop rounds its timeouts up to whole milliseconds, which
 would turn a 1 ms round trip into 2 ms or more. `--selftest` measures what the relay really
 gives (round trip of one byte, throughput of a bulk transfer) against an echo server.
@@ -17,6 +27,7 @@ gives (round trip of one byte, throughput of a bulk transfer) against an echo se
 
 import argparse
 import collections
+import json
 import os
 import socket
 import statistics
@@ -45,12 +56,69 @@ class Link:
             return self.free + self.delay
 
 
+class Frames:
+    """The HTTP/2 frame headers of one direction of a connection, read as its bytes pass:
+    `on_frame(type, flags, stream)` for each; the client's connection preface is skipped."""
+
+    PREFACE = len(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
+
+    def __init__(self, client, on_frame):
+        self.skip = self.PREFACE if client else 0
+        self.head = b""
+        self.on_frame = on_frame
+
+    def feed(self, data):
+        i, n = 0, len(data)
+        while i < n:
+            if self.skip:
+                k = min(self.skip, n - i)
+                self.skip -= k
+                i += k
+                continue
+            take = min(9 - len(self.head), n - i)
+            self.head += data[i:i + take]
+            i += take
+            if len(self.head) == 9:
+                h, self.head = self.head, b""
+                self.skip = int.from_bytes(h[:3], "big")
+                self.on_frame(h[3], h[4], int.from_bytes(h[5:9], "big") & 0x7FFFFFFF)
+
+
+class Calls:
+    """The gRPC calls of one connection: opened by the client's HEADERS on a new stream, over
+    once the server ends the stream (END_STREAM) or either side resets it."""
+
+    HEADERS, RST_STREAM, END_STREAM = 1, 3, 1
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.calls = self.serial = self.last = 0
+        self.open = set()
+        self.bytes = {"up": 0, "down": 0}
+
+    def client_frame(self, ftype, flags, stream):
+        with self.lock:
+            if ftype == self.HEADERS and stream > self.last:
+                self.last = stream
+                self.calls += 1
+                self.serial += not self.open
+                self.open.add(stream)
+            elif ftype == self.RST_STREAM:
+                self.open.discard(stream)
+
+    def server_frame(self, ftype, flags, stream):
+        with self.lock:
+            if ftype == self.RST_STREAM or (ftype in (0, self.HEADERS) and flags & self.END_STREAM):
+                self.open.discard(stream)
+
+
 class Pipe:
     """One direction of one connection: a reader thread that stamps each chunk with its arrival
     time, and a writer thread that delivers it then."""
 
-    def __init__(self, src, dst, link, buffer, on_close):
+    def __init__(self, src, dst, link, buffer, on_close, frames=None, count=None):
         self.src, self.dst, self.link, self.buffer = src, dst, link, buffer
+        self.frames, self.count = frames, count
         self.queue = collections.deque()
         self.queued = 0
         self.cond = threading.Condition()
@@ -65,6 +133,10 @@ class Pipe:
                     while self.queued >= self.buffer:
                         self.cond.wait()
                 data = self.src.recv(CHUNK)
+                if self.frames is not None:
+                    self.frames.feed(data)
+                if self.count is not None:
+                    self.count(len(data))
                 at = self.link.arrival(len(data)) if data else time.monotonic() + self.link.delay
                 with self.cond:
                     self.queue.append((at, data))
@@ -114,11 +186,14 @@ def connect(target):
 
 
 class Relay:
-    def __init__(self, target, rtt_ms, mbit, buffer, listen=("127.0.0.1", 0)):
+    def __init__(self, target, rtt_ms, mbit, buffer, listen=("127.0.0.1", 0), late_ms=0.0,
+                 log=None):
         self.target = target
         self.up = Link(mbit, rtt_ms / 2000)  # client to server
-        self.down = Link(mbit, rtt_ms / 2000)  # server to client
+        self.down = Link(mbit, rtt_ms / 2000 + late_ms / 1000)  # server to client
         self.buffer = buffer
+        self.log = log
+        self.log_lock = threading.Lock()
         self.server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.server.bind(listen)
@@ -137,21 +212,43 @@ class Relay:
                 continue
             self.connections += 1
             closed = []
+            calls = Calls() if self.log else None
 
-            def on_close(client=client, upstream=upstream, closed=closed):
+            def on_close(client=client, upstream=upstream, closed=closed, calls=calls):
                 closed.append(1)
                 if len(closed) == 2:
                     client.close()
                     upstream.close()
+                    if calls is not None:
+                        self.write_log(calls)
 
-            Pipe(client, upstream, self.up, self.buffer, on_close)
-            Pipe(upstream, client, self.down, self.buffer, on_close)
+            if calls is None:
+                Pipe(client, upstream, self.up, self.buffer, on_close)
+                Pipe(upstream, client, self.down, self.buffer, on_close)
+                continue
+
+            def count(direction, calls=calls):
+                def add(n):
+                    with calls.lock:
+                        calls.bytes[direction] += n
+                return add
+
+            Pipe(client, upstream, self.up, self.buffer, on_close,
+                 Frames(True, calls.client_frame), count("up"))
+            Pipe(upstream, client, self.down, self.buffer, on_close,
+                 Frames(False, calls.server_frame), count("down"))
+
+    def write_log(self, calls):
+        line = json.dumps({"calls": calls.calls, "serial": calls.serial,
+                           "up": calls.bytes["up"], "down": calls.bytes["down"],
+                           "closed": time.time()})
+        with self.log_lock, open(self.log, "a") as f:
+            f.write(line + "\n")
 
 
-def selftest(rtt_ms, mbit, buffer):
+def selftest(rtt_ms, mbit, buffer, late_ms=0.0):
     """Round trip of one byte (median of 50) and the throughput of a 16 MB transfer through a
     relay to an echo server on a Unix socket; printed as one JSON line."""
-    import json
     import tempfile
     d = tempfile.mkdtemp(prefix="dtlto-relay-")
     path = os.path.join(d, "echo.sock")
@@ -177,7 +274,7 @@ def selftest(rtt_ms, mbit, buffer):
                     c.sendall(b"k")
             threading.Thread(target=one, daemon=True).start()
     threading.Thread(target=echo, daemon=True).start()
-    relay = Relay("unix:" + path, rtt_ms, mbit, buffer)
+    relay = Relay("unix:" + path, rtt_ms, mbit, buffer, late_ms=late_ms)
     threading.Thread(target=relay.serve_forever, daemon=True).start()
     c = socket.create_connection(("127.0.0.1", relay.port))
     c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -205,12 +302,16 @@ def main():
     p.add_argument("--mbit", type=float, required=True, help="bandwidth each way; 0 = unlimited")
     p.add_argument("--buffer", type=int, default=4 << 20, help="bytes in flight each way")
     p.add_argument("--port-file", help="write the chosen port here once listening")
+    p.add_argument("--late-ms", type=float, default=0.0,
+                   help="hold every byte the server sends this much longer")
+    p.add_argument("--log", help="append a line of JSON per connection once it closes")
     p.add_argument("--selftest", action="store_true")
     args = p.parse_args()
     if args.selftest:
-        selftest(args.rtt_ms, args.mbit, args.buffer)
+        selftest(args.rtt_ms, args.mbit, args.buffer, args.late_ms)
         return
-    relay = Relay(args.to, args.rtt_ms, args.mbit, args.buffer)
+    relay = Relay(args.to, args.rtt_ms, args.mbit, args.buffer, late_ms=args.late_ms,
+                  log=args.log)
     if args.port_file:
         tmp = args.port_file + ".tmp"
         with open(tmp, "w") as f:

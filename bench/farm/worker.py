@@ -117,7 +117,11 @@ def main():
     p.add_argument("--record", required=True, help="the recording's directory (record.py)")
     p.add_argument("--scale", type=float, default=1.0, help="sleep the recorded time times this")
     p.add_argument("--log")
+    p.add_argument("--batch-limit", type=int, default=0,
+                   help="the server's batch limit, when small: larger blobs go by ByteStream")
     args = p.parse_args()
+    if args.batch_limit:
+        worker.CHUNK = min(worker.CHUNK, args.batch_limit // 2)
     with open(os.path.join(args.record, "record.json")) as f:
         record = json.load(f)["jobs"]
 
