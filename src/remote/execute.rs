@@ -46,7 +46,7 @@ fn timestamp(t: &Option<bazel_remote_apis::google::protobuf::Timestamp>) -> Opti
 const RESUMES: u32 = 100;
 
 /// One job, from upload to verified outputs.
-pub(super) async fn run_job(session: &Session, index: usize) -> End {
+pub(super) async fn run_job(session: &Session, index: usize, rank: u64) -> End {
     let start = outcome::now();
     let Some(job) = session.jobs.get(index).and_then(Option::as_ref) else {
         return failed(
@@ -60,7 +60,7 @@ pub(super) async fn run_job(session: &Session, index: usize) -> End {
         return failed(start, info, format!("remote: {why}"));
     }
     let t = std::time::Instant::now();
-    let uploaded = upload_job(session, index, job).await;
+    let uploaded = upload_job(session, index, job, rank).await;
     info.upload_seconds = seconds(t);
     if let Err(e) = uploaded {
         return failed(start, info, format!("remote: {e}"));

@@ -23,12 +23,14 @@ use std::io::ErrorKind;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-/// GetActionResult calls in flight at once.
-const IN_FLIGHT: usize = 64;
+/// GetActionResult calls in flight at once: a first link of a thousand jobs asks in a few
+/// rounds, however late the server answers each call.
+const IN_FLIGHT: usize = 256;
 /// The most bytes of outputs held in memory at once, fetched and not yet written.
 const HELD: i64 = 256 << 20;
-/// Batch reads (or streamed reads of large blobs) in flight at once.
-const READS: usize = 8;
+/// Batch reads (or streamed reads of large blobs) in flight at once: at least this many, more
+/// when the server's batches are small (`reapi::Client::calls_in_flight`).
+const READS: (usize, usize) = (8, 64);
 /// The most bytes asked in one batch read: smaller batches let the first objects be written
 /// while the rest come.
 const BATCH: usize = 1 << 20;
@@ -414,8 +416,9 @@ async fn fetch(
     let _ = fetched.send(inline);
     let mut reads = groups(session, small, large).into_iter();
     let mut calls = tokio::task::JoinSet::new();
+    let in_flight = session.client.calls_in_flight(READS.0, READS.1);
     loop {
-        while calls.len() < READS && session.health.down().is_none() {
+        while calls.len() < in_flight && session.health.down().is_none() {
             let Some(group) = reads.next() else { break };
             let mut client = session.client.clone();
             calls.spawn(async move {
@@ -453,16 +456,16 @@ fn wrong_blob(code: tonic::Code) -> bool {
     matches!(code, tonic::Code::DataLoss | tonic::Code::OutOfRange)
 }
 
-/// The reads of `small` and `large` blobs: batches of at most BATCH (and of about a quarter of
-/// the server's limit), then the large blobs one by one.
+/// The reads of `small` and `large` blobs: batches of at most BATCH (or the server's limit,
+/// when smaller), then the large blobs one by one.
 fn groups(
     session: &Session,
     small: Vec<re::Digest>,
     large: Vec<re::Digest>,
 ) -> Vec<Vec<re::Digest>> {
-    let quarter = (session.client.max_batch / 4).clamp(1, BATCH);
+    let most = session.client.max_batch.clamp(1, BATCH);
     let size = |d: &re::Digest| usize::try_from(d.size_bytes).unwrap_or(0);
-    let mut reads = crate::remote::upload::pack(small, quarter, size);
+    let mut reads = crate::remote::upload::pack(small, most, size);
     reads.extend(large.into_iter().map(|d| vec![d]));
     reads
 }

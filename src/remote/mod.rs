@@ -22,6 +22,7 @@ pub(crate) mod bundle;
 mod disk;
 mod entry;
 mod execute;
+mod gate;
 mod health;
 mod lookup;
 mod memo;

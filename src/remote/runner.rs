@@ -146,10 +146,12 @@ impl Remote {
     /// cancelled).
     pub fn submit(&self, index: usize, reply: Box<dyn FnOnce(End) + Send>) {
         let session = self.session.clone();
+        // Ranked as the scheduler sends them, costliest first: their uploads go in that order.
+        let rank = (session.sent_jobs).fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.rt.spawn(async move {
             let mut cancelled = session.cancelled.clone();
             let end = tokio::select! {
-                end = super::execute::run_job(&session, index) => end,
+                end = super::execute::run_job(&session, index, rank) => end,
                 _ = cancelled.wait_for(|c| *c) => return,
             };
             if !*session.cancelled.borrow() {

@@ -79,6 +79,10 @@ pub(super) struct Session {
     pub(super) health: Health,
     /// The server's URL, for messages.
     pub(super) server: String,
+    /// The link's upload calls, let through in the order the jobs were sent (`gate`).
+    pub(super) gate: std::sync::Arc<super::gate::Gate>,
+    /// Jobs sent so far: the next one's rank at the gate.
+    pub(super) sent_jobs: AtomicU64,
 }
 
 impl Session {
@@ -133,6 +137,8 @@ impl Session {
             state: Mutex::new(vec![JobState::default(); n]),
             health: Health::new(&options.target.url),
             server: options.target.url.clone(),
+            gate: super::gate::Gate::new(super::gate::MAX_BYTES),
+            sent_jobs: AtomicU64::new(0),
         }
     }
 

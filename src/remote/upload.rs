@@ -20,8 +20,9 @@ use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use tokio::sync::watch;
 
-/// Upload calls one job has in flight at once.
-const IN_FLIGHT: usize = 4;
+/// Upload calls one job has in flight at once: at least the first, more when the server's
+/// batches are small (`reapi::Client::calls_in_flight`).
+const IN_FLIGHT: (usize, usize) = (4, 32);
 
 /// Where a blob's upload's end is told.
 type Tell = watch::Sender<Option<Result<(), String>>>;
@@ -91,6 +92,7 @@ pub(super) async fn upload_job(
     session: &Session,
     index: usize,
     job: &JobAction,
+    rank: u64,
 ) -> Result<(), String> {
     let rebuilt = rebuilt(session, index, job)?;
     let (messages, files): (_, Vec<&(re::Digest, PathBuf)>) = match &rebuilt {
@@ -110,7 +112,7 @@ pub(super) async fn upload_job(
     let mut failed = None;
     for _round in 0..2 {
         let Claimed { mine, others } = claim(session, todo);
-        let result = send(session, &mine).await;
+        let result = send(session, &mine, rank).await;
         if result.is_err() {
             // Not this link's for good: the next job that needs them sends them.
             let mut sent = lock(&session.sent);
@@ -142,8 +144,13 @@ pub(super) async fn upload_job(
     Err(failed.unwrap_or_else(|| "upload: another job gave up sending a blob".into()))
 }
 
-/// Sends what the server lacks of `mine`.
-async fn send(session: &Session, mine: &[(re::Digest, Source<'_>, Tell)]) -> Result<(), String> {
+/// Sends what the server lacks of `mine`, each call through the link's gate at the job's
+/// `rank`.
+async fn send(
+    session: &Session,
+    mine: &[(re::Digest, Source<'_>, Tell)],
+    rank: u64,
+) -> Result<(), String> {
     if mine.is_empty() {
         return Ok(());
     }
@@ -165,8 +172,8 @@ async fn send(session: &Session, mine: &[(re::Digest, Source<'_>, Tell)]) -> Res
         }
     }
     let calls = pack(blobs, session.client.max_batch, |(_, data)| data.len());
-    futures_util::stream::iter(calls.into_iter().map(|call| send_call(session, call)))
-        .buffer_unordered(IN_FLIGHT)
+    futures_util::stream::iter(calls.into_iter().map(|call| send_call(session, call, rank)))
+        .buffer_unordered(session.client.calls_in_flight(IN_FLIGHT.0, IN_FLIGHT.1))
         .try_collect::<Vec<()>>()
         .await?;
     Ok(())
@@ -210,9 +217,14 @@ fn bytes_of(source: &Source<'_>, digest: &re::Digest) -> Result<Vec<u8>, String>
 }
 
 /// One upload call: a batch, or one blob too large for a batch through ByteStream.
-async fn send_call(session: &Session, call: Vec<(re::Digest, Vec<u8>)>) -> Result<(), String> {
+async fn send_call(
+    session: &Session,
+    call: Vec<(re::Digest, Vec<u8>)>,
+    rank: u64,
+) -> Result<(), String> {
     let n = call.len();
     let bytes: usize = call.iter().map(|(_, d)| d.len()).sum();
+    let _pass = session.gate.pass(rank, bytes).await;
     let stream = n == 1 && !session.client.batchable(bytes);
     retrying(&session.health, || {
         let mut c = session.client.clone();

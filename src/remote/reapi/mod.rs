@@ -160,6 +160,9 @@ pub struct Client {
     timeout: Duration,
 }
 
+/// The bytes of batch calls a link keeps in flight side by side (`Client::calls_in_flight`).
+const BYTES_IN_FLIGHT: usize = 8 << 20;
+
 /// What the server says it can do.
 #[derive(Debug, Clone)]
 pub struct Capabilities {
@@ -429,6 +432,14 @@ impl Client {
             missing.extend(r.missing_blob_digests);
         }
         Ok(missing)
+    }
+
+    /// Batch calls to keep in flight side by side, within `least..=most`: as many as carry
+    /// `BYTES_IN_FLIGHT` together. A server with small batches needs more calls at once for
+    /// the same bytes (64 KiB batches: 128, where 4 MiB ones need 2), and an engine that
+    /// answers each call late costs that wait once per round of calls, not once per call.
+    pub fn calls_in_flight(&self, least: usize, most: usize) -> usize {
+        (BYTES_IN_FLIGHT / self.max_batch.max(1)).clamp(least, most)
     }
 
     /// Whether a blob of `size` bytes fits in a batch call.
