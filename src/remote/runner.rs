@@ -47,7 +47,9 @@ impl Remote {
         identity: super::memo::compilers::AskedCompiler,
         seen: &crate::job::validate::Seen,
     ) -> Result<(Remote, Vec<Option<String>>), String> {
-        // The connection is made while the remembered digests and actions load.
+        // The connection is made while the remembered digests and actions load and the inputs
+        // are read (a round trip or two on a far server): a server that cannot be used costs
+        // that reading, which the link then does not need.
         let load = || {
             let files = options.memo.as_ref();
             let memo = InputDigests::load(files.map(|f| f.digests.clone()));
@@ -58,16 +60,24 @@ impl Remote {
             };
             (memo, known)
         };
-        let (connected, (memo, known)) = rayon::join(|| connect(options), load);
+        let (connected, (memo, known, read)) = std::thread::scope(|scope| {
+            // Its own thread: connecting waits, and the reading takes every core.
+            let connecting = scope.spawn(|| connect(options));
+            let (memo, known) = load();
+            let read = super::plan::read(file, cwd, &memo, seen);
+            let connected = connecting
+                .join()
+                .unwrap_or_else(|_| Err("connect to the server: the thread panicked".into()));
+            (connected, (memo, known, read))
+        });
         let (rt, client, cache_updates) = match connected {
             Ok(connected) => connected,
             Err(e) => {
-                // No server: no input is read; the compiler's answer is waited for, not left.
+                // No server: the compiler's answer is waited for, not left.
                 let _ = identity.answer();
                 return Err(e);
             }
         };
-        let read = super::plan::read(file, cwd, &memo, seen);
         let identity = identity.answer();
         let common = Common {
             cwd: cwd.to_path_buf(),
