@@ -47,15 +47,17 @@ impl Gate {
     /// Waits until a call of `bytes` of the job ranked `rank` (lower first) may go: no call of a
     /// lower rank waits, and its bytes fit (a call larger than the gate goes alone).
     pub(super) async fn pass(self: &Arc<Self>, rank: u64, bytes: usize) -> Pass {
-        let waiting = {
+        let (key, waiting) = {
             let mut s = lock(&self.state);
             s.arrivals += 1;
             let (tx, rx) = oneshot::channel();
-            let arrival = s.arrivals;
-            s.waiting.insert((rank, arrival), (bytes, tx));
+            let key = (rank, s.arrivals);
+            s.waiting.insert(key, (bytes, tx));
             self.let_through(&mut s);
-            rx
+            (key, rx)
         };
+        // Dropped while it waits (its job cancelled or failed), the call leaves its place.
+        let _leave = Leave { gate: self, key };
         // The gate keeps every waiter until it passes it: the sender is never dropped unsent.
         waiting.await.expect("a waiter is passed")
     }
@@ -78,6 +80,21 @@ impl Gate {
                 pass.gate = None;
                 s.under_way -= bytes;
             }
+        }
+    }
+}
+
+/// A waiting call's place, given up when its future is dropped before it passed.
+struct Leave<'a> {
+    gate: &'a Arc<Gate>,
+    key: (u64, u64),
+}
+
+impl Drop for Leave<'_> {
+    fn drop(&mut self) {
+        let mut s = lock(&self.gate.state);
+        if s.waiting.remove(&self.key).is_some() {
+            self.gate.let_through(&mut s);
         }
     }
 }
@@ -121,7 +138,21 @@ mod tests {
         assert_eq!(lock(&gate.state).under_way, 0);
         // A call larger than the gate goes alone, when nothing else is under way.
         drop(gate.pass(3, 500).await);
-        // A waiter dropped before it passes leaves nothing under way.
+        // A waiter dropped before it passes leaves its place at once, and nothing under way.
+        let held = gate.pass(0, 60).await;
+        let (gd, gl) = (gate.clone(), gate.clone());
+        let dead = tokio::spawn(async move { gd.pass(1, 60).await });
+        tokio::task::yield_now().await;
+        let live = tokio::spawn(async move { gl.pass(2, 30).await });
+        tokio::task::yield_now().await;
+        dead.abort();
+        let _ = dead.await;
+        let passed = tokio::time::timeout(std::time::Duration::from_secs(5), live).await;
+        let live = passed
+            .expect("the live call passes once the dead one left")
+            .unwrap();
+        drop((held, live));
+        assert_eq!(lock(&gate.state).under_way, 0);
         let held = gate.pass(0, 100).await;
         let g = gate.clone();
         let gone = tokio::spawn(async move { g.pass(2, 10).await });

@@ -59,7 +59,11 @@ pub fn read(
     cwd: &Path,
     memo: &InputDigests,
     seen: &crate::job::validate::Seen,
+    stop: &std::sync::atomic::AtomicBool,
 ) -> Read {
+    // Once `stop` is set (the server cannot be used), no more file is read: what is read is
+    // thrown away.
+    let stopped = || stop.load(std::sync::atomic::Ordering::Relaxed);
     // Each input as written once, in job order (most are many jobs' imports), then each file
     // once, where it is first written.
     let mut listed: rustc_hash::FxHashSet<&str> = Default::default();
@@ -80,6 +84,9 @@ pub fn read(
     let files = wanted
         .into_par_iter()
         .map(|(path, (there, input))| {
+            if stopped() {
+                return (path, Err("not read: the server cannot be used".to_string()));
+            }
             let found = memo
                 .digest(&there, seen.get(input))
                 .map(|d| (d, there))
@@ -89,7 +96,10 @@ pub fn read(
         .collect();
     let shards = shards
         .into_par_iter()
-        .map(|name| name.map(|name| read_shard(cwd, name)))
+        .map(|name| {
+            name.filter(|_| !stopped())
+                .map(|name| read_shard(cwd, name))
+        })
         .collect();
     Read { files, shards }
 }

@@ -60,11 +60,19 @@ impl Remote {
             };
             (memo, known)
         };
+        let failed = std::sync::atomic::AtomicBool::new(false);
         let (connected, (memo, known, read)) = std::thread::scope(|scope| {
-            // Its own thread: connecting waits, and the reading takes every core.
-            let connecting = scope.spawn(|| connect(options));
+            // Its own thread: connecting waits, and the reading takes every core. A server that
+            // cannot be used stops the reading where it is.
+            let connecting = scope.spawn(|| {
+                let connected = connect(options);
+                if connected.is_err() {
+                    failed.store(true, std::sync::atomic::Ordering::Relaxed);
+                }
+                connected
+            });
             let (memo, known) = load();
-            let read = super::plan::read(file, cwd, &memo, seen);
+            let read = super::plan::read(file, cwd, &memo, seen, &failed);
             let connected = connecting
                 .join()
                 .unwrap_or_else(|_| Err("connect to the server: the thread panicked".into()));
@@ -73,7 +81,9 @@ impl Remote {
         let (rt, client, cache_updates) = match connected {
             Ok(connected) => connected,
             Err(e) => {
-                // No server: the compiler's answer is waited for, not left.
+                // No server: the digests read so far are remembered all the same, and the
+                // compiler's answer is waited for, not left.
+                let _ = memo.save();
                 let _ = identity.answer();
                 return Err(e);
             }

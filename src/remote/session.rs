@@ -109,6 +109,8 @@ impl Session {
             Ok(disk) => (disk, Vec::new()),
             Err(e) => (None, vec![format!("--remote-disk-cache is not used: {e}")]),
         };
+        // Room for a few full batches side by side, whatever the server's limit.
+        let gate = super::gate::Gate::new(super::gate::MAX_BYTES.max(4 * client.max_batch));
         Session {
             client,
             entry: options
@@ -137,7 +139,7 @@ impl Session {
             state: Mutex::new(vec![JobState::default(); n]),
             health: Health::new(&options.target.url),
             server: options.target.url.clone(),
-            gate: super::gate::Gate::new(super::gate::MAX_BYTES),
+            gate,
             sent_jobs: AtomicU64::new(0),
         }
     }

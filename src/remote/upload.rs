@@ -224,12 +224,13 @@ async fn send_call(
 ) -> Result<(), String> {
     let n = call.len();
     let bytes: usize = call.iter().map(|(_, d)| d.len()).sum();
-    let _pass = session.gate.pass(rank, bytes).await;
     let stream = n == 1 && !session.client.batchable(bytes);
     retrying(&session.health, || {
         let mut c = session.client.clone();
         let call = &call;
         async move {
+            // Through the gate for each attempt: none holds it while it waits to try again.
+            let _pass = session.gate.pass(rank, bytes).await;
             match stream {
                 true => {
                     let (digest, data) = &call[0];
