@@ -47,37 +47,7 @@ impl Remote {
         identity: super::memo::compilers::AskedCompiler,
         seen: &crate::job::validate::Seen,
     ) -> Result<(Remote, Vec<Option<String>>), String> {
-        // The connection is made while the remembered digests and actions load and the inputs
-        // are read (a round trip or two on a far server): a server that cannot be used costs
-        // that reading, which the link then does not need.
-        let load = || {
-            let files = options.memo.as_ref();
-            let memo = InputDigests::load(files.map(|f| f.digests.clone()));
-            // Only with the action cache: a job remembered is built again to execute.
-            let known = match options.cache {
-                true => RememberedJobs::load(files.map(|f| f.actions.clone())),
-                false => RememberedJobs::default(),
-            };
-            (memo, known)
-        };
-        let failed = std::sync::atomic::AtomicBool::new(false);
-        let (connected, (memo, known, read)) = std::thread::scope(|scope| {
-            // Its own thread: connecting waits, and the reading takes every core. A server that
-            // cannot be used stops the reading where it is.
-            let connecting = scope.spawn(|| {
-                let connected = connect(options);
-                if connected.is_err() {
-                    failed.store(true, std::sync::atomic::Ordering::Relaxed);
-                }
-                connected
-            });
-            let (memo, known) = load();
-            let read = super::plan::read(file, cwd, &memo, seen, &failed);
-            let connected = connecting
-                .join()
-                .unwrap_or_else(|_| Err("connect to the server: the thread panicked".into()));
-            (connected, (memo, known, read))
-        });
+        let (connected, memo, known, read) = connect_while_reading(options, file, cwd, seen);
         let (rt, client, cache_updates) = match connected {
             Ok(connected) => connected,
             Err(e) => {
@@ -250,6 +220,42 @@ impl Remote {
         let _ = std::thread::Builder::new().spawn(move || drop(session));
         (totals, warnings)
     }
+}
+
+/// What a link's connection is made beside: it connects while the remembered digests and
+/// actions load and the inputs are read (a round trip or two on a far server); a server that
+/// cannot be used stops the reading where it is, and what was read is thrown away.
+type Connected = Result<(tokio::runtime::Runtime, Client, bool), String>;
+
+fn connect_while_reading(
+    options: &Options,
+    file: &JobFile<'_>,
+    cwd: &Path,
+    seen: &crate::job::validate::Seen,
+) -> (Connected, InputDigests, RememberedJobs, super::plan::Read) {
+    let failed = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        // Its own thread: connecting waits, and the reading takes every core.
+        let connecting = scope.spawn(|| {
+            let connected = connect(options);
+            if connected.is_err() {
+                failed.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+            connected
+        });
+        let files = options.memo.as_ref();
+        let memo = InputDigests::load(files.map(|f| f.digests.clone()));
+        // Only with the action cache: a job remembered is built again to execute.
+        let known = match options.cache {
+            true => RememberedJobs::load(files.map(|f| f.actions.clone())),
+            false => RememberedJobs::default(),
+        };
+        let read = super::plan::read(file, cwd, &memo, seen, &failed);
+        let connected = connecting
+            .join()
+            .unwrap_or_else(|_| Err("connect to the server: the thread panicked".into()));
+        (connected, memo, known, read)
+    })
 }
 
 /// Starts the client's runtime and connects to the server, which must take SHA-256 digests and
