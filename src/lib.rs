@@ -2,25 +2,25 @@
 //! way only (each may use those listed before it; `local` and `remote` stand side by side and
 //! meet only in `engine`):
 //!
-//! `util` → `store` → `job` → `render` → `report` → (`local` | `remote`) → `engine` → `link`
-//! → `cli` → `cmd`
+//! `job` → `render` → `report` → (`local` | `remote`) → `link` → `cmd`
+//!
+//! Inside a folder, some modules stand below the rest of it: `job/util` (helpers) and
+//! `job/store` (what a link remembers) below the job model; `link/engine` (the run) below the
+//! classic flow; `cmd/cli` (the command line) below the subcommands.
 //!
 //! It exposes only what tests and the bench need — the job model (`job`) and the renderers
 //! (`render`) — and `main`, the program's entry point; everything else is private.
 
-mod cli;
 mod cmd;
-mod engine;
 pub mod job;
 mod link;
 mod local;
 mod remote;
 pub mod render;
 mod report;
-mod store;
-mod util;
 
-use cli::Command;
+use cmd::cli::{self, Command};
+use link::engine;
 use local::process;
 use report::Fail;
 

@@ -6,7 +6,7 @@
 //! hides linker output) or fail (lld's MinGW driver has no --thinlto-distributor=), and reads
 //! the build's stderr, passing it through, for the latter; it does not know the build tool.
 
-use crate::cli::CheckArgs;
+use crate::cmd::cli::CheckArgs;
 use crate::report::{self, Fail};
 use std::io::{BufRead, Write};
 use std::process::{Command, Stdio};

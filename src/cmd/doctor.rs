@@ -3,7 +3,7 @@
 //! It knows how to ask clang, lld, make and ninja for their versions and DTLTO support, how to
 //! read the jobserver in the environment, and what known wrappers do; it reads no job file.
 
-use crate::cli::DoctorArgs;
+use crate::cmd::cli::DoctorArgs;
 use crate::local::slots;
 use crate::render::Format;
 use crate::report::{self, Fail};
@@ -219,9 +219,9 @@ pub fn doctor(args: &DoctorArgs) -> Result<(), Fail> {
     let ninja_found = which::which(&args.tools.ninja).is_ok();
     // None: jobs start without a build tool (`direct`).
     let backend = match args.backend {
-        Some(crate::cli::Backend::Direct) => None,
+        Some(crate::cmd::cli::Backend::Direct) => None,
         asked => Some(crate::render::choose_backend(
-            asked.and_then(crate::cli::Backend::format),
+            asked.and_then(crate::cmd::cli::Backend::format),
             ninja_found,
         )),
     };

@@ -4,12 +4,12 @@
 //! It knows where the file goes and what to say of missing inputs; rendering is `render`'s and
 //! the checks are `job::validate`'s.
 
-use crate::cli::EmitArgs;
-use crate::engine::{cwd, missing_list, parse_file};
+use crate::cmd::cli::EmitArgs;
+use crate::job::util::whole::Partial;
 use crate::job::validate;
+use crate::link::engine::{cwd, missing_list, parse_file};
 use crate::render;
 use crate::report::{self, Fail};
-use crate::util::whole::Partial;
 use std::fs;
 
 /// `dtlto-bridge emit`: the build file, written where asked, without running it.

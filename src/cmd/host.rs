@@ -3,7 +3,7 @@
 //!
 //! It is glue: the work is `bundle::setup`'s and `bundle::icecc`'s.
 
-use crate::cli::HostCommand;
+use crate::cmd::cli::HostCommand;
 use crate::remote::bundle::setup;
 use crate::report::Fail;
 use std::path::PathBuf;

@@ -3,7 +3,7 @@
 //!
 //! It knows no option of its own; what the pages and the scripts say is what `--help` says.
 
-use crate::cli::{Cli, ManArgs};
+use crate::cmd::cli::{Cli, ManArgs};
 use crate::report::Fail;
 use clap::CommandFactory;
 
@@ -30,7 +30,7 @@ pub fn man(args: &ManArgs) -> Result<(), Fail> {
     }
     for (file, text) in &pages {
         let path = dir.join(file);
-        crate::util::whole::write_atomically(&path, |f| std::io::Write::write_all(f, text))
+        crate::job::util::whole::write_atomically(&path, |f| std::io::Write::write_all(f, text))
             .map_err(|e| Fail::environment(format!("write {path}: {e}")))?;
     }
     Ok(())

@@ -5,7 +5,7 @@
 //! command here instead; it does not schedule (each job is its own process and connection, so
 //! a link run by dtlto-bridge itself shares one connection and uploads less).
 
-use crate::cli::RexecArgs;
+use crate::cmd::cli::RexecArgs;
 use crate::job::outcome::RemoteEnd as End;
 use crate::job::parse::{Command, Job, JobFile, Schema};
 use crate::remote::Remote;

@@ -5,8 +5,9 @@
 //! its command names none.
 //!
 //! It imports nothing else of the crate, and holds `bitcode` (the LLVM bitstream container and
-//! what a module says of itself, which `remote`'s shards use too): it does not render, schedule
-//! or run anything.
+//! what a module says of itself, which `remote`'s shards use too), and below the job model the
+//! helpers every layer uses (`util`) and what a link remembers between links (`store`): it does
+//! not render, schedule or run anything.
 
 pub(crate) mod bitcode;
 pub(crate) mod files;
@@ -14,6 +15,8 @@ pub(crate) mod object;
 pub(crate) mod outcome;
 pub mod parse;
 pub(crate) mod relocation;
+pub(crate) mod store;
+pub(crate) mod util;
 pub(crate) mod validate;
 pub(crate) mod wrapper;
 

@@ -117,8 +117,11 @@ pub(super) fn emit_in(
         .into_file()
         .map_err(|e| Fail::environment(format!("read back {jobs_path}: {e}")))?;
     let wrapper = &options.run.wrapper;
-    let format = (options.run.backend.and_then(crate::engine::Backend::format))
-        .unwrap_or(crate::render::Format::Ninja);
+    let format = (options
+        .run
+        .backend
+        .and_then(crate::link::engine::Backend::format))
+    .unwrap_or(crate::render::Format::Ninja);
     let output = command.output();
     let text = crate::render::linkfile::render(
         format,
@@ -142,7 +145,7 @@ pub(super) fn emit_in(
         },
     )
     .map_err(|e| Fail::bad_input(format!("link --emit: render {file}: {e}")))?;
-    crate::util::whole::write_atomically(&cwd.join(file), |f| {
+    crate::job::util::whole::write_atomically(&cwd.join(file), |f| {
         std::io::Write::write_all(f, text.as_bytes())?;
         f.set_modified(started)
     })

@@ -17,8 +17,8 @@ use std::time::SystemTime;
 const FILE: &str = "archives";
 
 /// The fingerprints' file of the link emitted with `dir`.
-fn kept(dir: &Utf8Path) -> crate::store::Kept {
-    crate::store::Kept::new(dir.join(FILE), crate::store::ARCHIVES)
+fn kept(dir: &Utf8Path) -> crate::job::store::Kept {
+    crate::job::store::Kept::new(dir.join(FILE), crate::job::store::ARCHIVES)
 }
 
 /// Device, inode, size, modification and change times.
@@ -37,7 +37,7 @@ impl Print {
     pub fn new(stat: Option<Stat>, bytes: &[u8]) -> Print {
         Print {
             stat,
-            sha256: crate::util::digest::sha256_hex(bytes),
+            sha256: crate::job::util::digest::sha256_hex(bytes),
         }
     }
 }

@@ -221,7 +221,7 @@ pub(super) fn flow(
     let file = spec
         .into_file()
         .map_err(|e| Fail::bad_input(format!("parse job file {job_file}: {e}")))?;
-    crate::engine::run_file(
+    crate::link::engine::run_file(
         &options.run,
         &job_file,
         cwd.as_std_path().to_path_buf(),

@@ -1,7 +1,8 @@
-//! Link: the classic distributed ThinLTO flow (`dtlto-bridge link`) for any LLVM with lld (14+),
-//! ELF (ld.lld) and COFF (lld-link) — the link command and its target, lld's inputs read as lld
-//! reads them, archives and their members, the thin link, the backend jobs through the same engine
-//! as a DTLTO link's, the final link, and `--emit`.
+//! Link: one link's jobs — the run's engine (`engine`: a DTLTO link's job file to verified objects)
+//! and, on top of it, the classic distributed ThinLTO flow (`dtlto-bridge link`) for any LLVM with
+//! lld (14+), ELF (ld.lld) and COFF (lld-link) — the link command and its target, lld's inputs read
+//! as lld reads them, archives and their members, the thin link, the backend jobs through the same
+//! engine as a DTLTO link's, the final link, and `--emit`.
 //!
 //! It knows lld's options and the flow's files; it does not know how jobs are scheduled or run
 //! (`engine` and `local` do) or how build files are written (`render` does).
@@ -10,6 +11,7 @@ mod archive;
 mod coffargs;
 mod command;
 mod emitted;
+pub(crate) mod engine;
 mod fingerprint;
 mod flow;
 mod inputs;
@@ -79,8 +81,10 @@ pub(crate) fn link(
     // Named after the link, so that a relink writes the same paths into the index shards and
     // a remote action cache knows its jobs.
     let uid = rustix::process::getuid().as_raw();
-    let name =
-        crate::util::digest::stable_name(&[cwd.as_str().as_bytes(), command.output().as_bytes()]);
+    let name = crate::job::util::digest::stable_name(&[
+        cwd.as_str().as_bytes(),
+        command.output().as_bytes(),
+    ]);
     let (state, why) =
         RunDir::create_named(&format!("link-{uid}-{name}")).map_err(Fail::environment)?;
     if let Some(why) = why {

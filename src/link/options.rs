@@ -8,7 +8,7 @@ use camino::Utf8PathBuf;
 #[derive(Debug)]
 pub struct Options {
     /// The backend jobs' run, as a DTLTO link's.
-    pub run: crate::engine::Options,
+    pub run: crate::link::engine::Options,
     /// Compiler of the backend jobs (None: the link command's program).
     pub compiler: Option<String>,
     /// Options added to every backend job.

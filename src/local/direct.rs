@@ -60,7 +60,7 @@ impl Direct {
     /// where the run decided it. The status of a start refused (the run is stopping) is
     /// returned instead, for the caller to take as the command's end.
     pub fn reserve(&self, index: usize) -> Result<(), Status> {
-        let mut running = crate::util::sync::lock(&self.running);
+        let mut running = crate::job::util::sync::lock(&self.running);
         let Some(running) = running.as_mut() else {
             return Err(stopping(now()));
         };
@@ -85,7 +85,7 @@ impl Direct {
             self.guard
                 .started(index, child.id(), run.token, &run.outputs);
         }
-        let mut running = crate::util::sync::lock(&self.running);
+        let mut running = crate::job::util::sync::lock(&self.running);
         let cancelled = running.as_mut().and_then(|r| r.reserved.remove(&index));
         let (child, capture) = spawned?;
         let target = child.target();
@@ -121,7 +121,7 @@ impl Direct {
 
     /// Sends `signal` to job `index`'s command, if it still runs.
     pub fn cancel(&self, index: usize, signal: i32) {
-        let mut running = crate::util::sync::lock(&self.running);
+        let mut running = crate::job::util::sync::lock(&self.running);
         let Some(running) = running.as_mut() else {
             return;
         };
@@ -134,7 +134,7 @@ impl Direct {
 
     /// Starts nothing more; the waiting threads end once no command runs.
     pub fn stop(&self) {
-        crate::util::sync::lock(&self.running).take();
+        crate::job::util::sync::lock(&self.running).take();
     }
 
     /// Starts a command, its stderr captured in memory until it ends: most write nothing, and a
@@ -214,7 +214,7 @@ impl Waiters {
             std::thread::Builder::new()
                 .name("wait".into())
                 .spawn(move || loop {
-                    let next = crate::util::sync::lock(&taken).recv();
+                    let next = crate::job::util::sync::lock(&taken).recv();
                     let Ok(mut work) = next else { return };
                     loop {
                         NEXT.set(Some(None));
@@ -282,7 +282,7 @@ mod tests {
         let (tx, rx) = mpsc::channel();
         let tx = Mutex::new(tx);
         let exited: Exited = Arc::new(move |index, status| {
-            let _ = crate::util::sync::lock(&tx).send((index, status));
+            let _ = crate::job::util::sync::lock(&tx).send((index, status));
         });
         let watch = Watch::start().unwrap();
         (Direct::new(watch, Arc::new(guard), exited), rx)

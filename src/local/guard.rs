@@ -78,10 +78,10 @@ impl Guard {
     fn send(&self, message: &Message) {
         let mut line = serde_json::to_vec(message).unwrap_or_default();
         line.push(b'\n');
-        if let Some(pipe) = crate::util::sync::lock(&self.pipe).as_mut() {
+        if let Some(pipe) = crate::job::util::sync::lock(&self.pipe).as_mut() {
             // A guard that is gone cannot help; the run goes on without it, and says so.
             if let Err(e) = pipe.write_all(&line) {
-                crate::util::sync::lock(&self.lost).get_or_insert_with(|| e.to_string());
+                crate::job::util::sync::lock(&self.lost).get_or_insert_with(|| e.to_string());
             }
         }
     }
@@ -103,11 +103,11 @@ impl Guard {
     /// not be told something during the run, if it could not.
     pub fn finish(&self) -> Option<String> {
         self.send(&Message::Bye);
-        crate::util::sync::lock(&self.pipe).take();
-        if let Some(mut child) = crate::util::sync::lock(&self.child).take() {
+        crate::job::util::sync::lock(&self.pipe).take();
+        if let Some(mut child) = crate::job::util::sync::lock(&self.child).take() {
             let _ = child.wait();
         }
-        crate::util::sync::lock(&self.lost).take()
+        crate::job::util::sync::lock(&self.lost).take()
     }
 }
 

@@ -124,9 +124,12 @@ fn open_in(dir: &Utf8Path, name: &str, create: bool) -> io::Result<File> {
 
 /// A file in the pool directory written whole: under a temporary name, then renamed.
 fn write_in(dir: &Utf8Path, name: &str, text: &str) -> io::Result<()> {
-    crate::util::whole::write_whole(dir.join(name).as_std_path(), text.as_bytes(), 0o600, || {
-        Ok(())
-    })
+    crate::job::util::whole::write_whole(
+        dir.join(name).as_std_path(),
+        text.as_bytes(),
+        0o600,
+        || Ok(()),
+    )
 }
 
 /// A semaphore set: slot count (0), cookie (1) and the processes that have the pool open (2),
@@ -386,7 +389,7 @@ impl Helper {
             .name("host pool".into())
             .spawn(move || loop {
                 {
-                    let mut n = crate::util::sync::lock(&s.requests);
+                    let mut n = crate::job::util::sync::lock(&s.requests);
                     while *n == 0 && !s.stop.load(Ordering::SeqCst) {
                         n = s.wake.wait(n).unwrap_or_else(|e| e.into_inner());
                     }
@@ -425,7 +428,7 @@ impl Helper {
 
     /// Asks for one more slot.
     pub fn request(&self) {
-        *crate::util::sync::lock(&self.state.requests) += 1;
+        *crate::job::util::sync::lock(&self.state.requests) += 1;
         self.state.wake.notify_one();
     }
 }

@@ -58,10 +58,10 @@ impl Watch {
                         // SAFETY: _exit has no preconditions; nothing is left to clean up.
                         unsafe { libc::_exit(exit_code(sig)) };
                     }
-                    if let Some(hook) = &*crate::util::sync::lock(&s.hook) {
+                    if let Some(hook) = &*crate::job::util::sync::lock(&s.hook) {
                         hook(sig);
                     }
-                    let targets = crate::util::sync::lock(&s.targets);
+                    let targets = crate::job::util::sync::lock(&s.targets);
                     for &(t, forward) in targets.iter() {
                         if forward {
                             send(t, sig);
@@ -78,7 +78,7 @@ impl Watch {
         if let Some(sig) = self.received() {
             hook(sig);
         }
-        *crate::util::sync::lock(&self.shared.hook) = Some(Box::new(hook));
+        *crate::job::util::sync::lock(&self.shared.hook) = Some(Box::new(hook));
     }
 
     /// The first cancelling signal that arrived, if any.
@@ -97,7 +97,7 @@ impl Watch {
     }
 
     fn targets(&self) -> std::sync::MutexGuard<'_, Vec<(i32, bool)>> {
-        crate::util::sync::lock(&self.shared.targets)
+        crate::job::util::sync::lock(&self.shared.targets)
     }
 
     /// Knows `target` (a pid, or `-pgid`) as a live child until `forget`; with `forward`,

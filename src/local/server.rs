@@ -10,13 +10,13 @@
 use crate::job::files;
 use crate::job::outcome::{RemoteEnd as End, RemoteTotals};
 use crate::job::parse::JobFile;
+use crate::job::util::sync::lock;
 use crate::local::direct::Direct;
 use crate::local::guard::Guard;
 use crate::local::proto::{self, ToLauncher, ToRun};
 use crate::local::rundir;
 use crate::local::sched::{Core, JobRecord, Policy, Step};
 use crate::local::slots::{Arrival, Slot, Supply};
-use crate::util::sync::lock;
 use camino::Utf8PathBuf;
 use std::collections::VecDeque;
 use std::io::BufReader;

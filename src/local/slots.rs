@@ -174,7 +174,7 @@ impl Supply {
                 let helper = client.into_helper_thread(move |acquired| {
                     let event = match acquired {
                         Ok(token) => {
-                            crate::util::sync::lock(&t).push(token);
+                            crate::job::util::sync::lock(&t).push(token);
                             Arrival::Slot
                         }
                         Err(e) => Arrival::Failed(format!("take a jobserver token: {e}")),
@@ -237,7 +237,7 @@ impl Supply {
         match &self.kind {
             Kind::Fixed => {}
             Kind::Jobserver { tokens, .. } => {
-                drop(crate::util::sync::lock(tokens).pop());
+                drop(crate::job::util::sync::lock(tokens).pop());
             }
             Kind::Pool { pool, .. } => {
                 let _ = pool.release();
@@ -248,7 +248,7 @@ impl Supply {
     /// Forgets one taken slot without giving it back: its job's launcher gives it back.
     pub fn hand_over(&self) {
         if let Kind::Jobserver { tokens, .. } = &self.kind {
-            if let Some(t) = crate::util::sync::lock(tokens).pop() {
+            if let Some(t) = crate::job::util::sync::lock(tokens).pop() {
                 t.drop_without_releasing();
             }
         }
@@ -260,7 +260,7 @@ impl Supply {
             Kind::Fixed => {}
             Kind::Jobserver { helper, tokens } => {
                 drop(helper);
-                crate::util::sync::lock(&tokens).clear();
+                crate::job::util::sync::lock(&tokens).clear();
             }
             Kind::Pool { helper, pool } => {
                 drop(helper);

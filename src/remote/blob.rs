@@ -33,7 +33,7 @@ pub fn check(d: &re::Digest, data: &[u8]) -> Result<(), tonic::Status> {
             d.size_bytes
         )));
     }
-    let got = crate::util::digest::sha256_hex(data);
+    let got = crate::job::util::digest::sha256_hex(data);
     if !got.eq_ignore_ascii_case(&d.hash) {
         return Err(tonic::Status::data_loss(format!(
             "blob {}: the server sent {} bytes whose SHA-256 is {got}",

@@ -63,8 +63,9 @@ impl Disk {
                  directory of your own in --remote-disk-cache (DTLTO_BRIDGE_REMOTE_DISK_CACHE)"
             )
         };
-        let top = crate::store::own_dir(&dir, crate::store::Others::Refuse).map_err(refused)?;
-        let cas = crate::store::own_subdir(&top, "cas", &shown).map_err(refused)?;
+        let top =
+            crate::job::store::own_dir(&dir, crate::job::store::Others::Refuse).map_err(refused)?;
+        let cas = crate::job::store::own_subdir(&top, "cas", &shown).map_err(refused)?;
         let uid = rustix::process::geteuid().as_raw();
         Ok(Disk { dir, top, cas, uid })
     }
@@ -136,7 +137,7 @@ impl Disk {
         }
         let mut bytes = Vec::with_capacity(len as usize);
         file.read_to_end(&mut bytes)?;
-        let problem = if crate::util::digest::sha256_hex(&bytes) != hash {
+        let problem = if crate::job::util::digest::sha256_hex(&bytes) != hash {
             Some("does not hash to its name".to_string())
         } else {
             crate::job::files::bytes_problem(&bytes).map(|p| match p {
@@ -151,7 +152,7 @@ impl Disk {
             }
             return Err(bad(format!("{} {problem}", self.path(hash).display())));
         }
-        crate::util::whole::write_whole(here, &bytes, 0o666, || Ok(()))?;
+        crate::job::util::whole::write_whole(here, &bytes, 0o666, || Ok(()))?;
         used(&file);
         Ok(())
     }
@@ -163,7 +164,7 @@ impl Disk {
     pub fn keep(&self, here: &Path, hash: &str) -> std::io::Result<()> {
         let (shelf_name, name) = Disk::name(hash)?;
         let bytes = fs::read(here)?;
-        if crate::util::digest::sha256_hex(&bytes) != hash {
+        if crate::job::util::digest::sha256_hex(&bytes) != hash {
             return Err(bad(format!(
                 "{} does not hash to {hash} (changed since it was fetched)",
                 here.display()
@@ -299,7 +300,7 @@ mod tests {
         let out = dir.path().join("a.o");
         fs::write(&out, object(1)).unwrap();
         fs::set_permissions(&out, fs::Permissions::from_mode(0o600)).unwrap();
-        let hash = crate::util::digest::sha256_hex(&object(1));
+        let hash = crate::job::util::digest::sha256_hex(&object(1));
         let not_kept = disk.place(&hash, 64, &dir.path().join("x.o")).unwrap_err();
         assert_eq!(not_kept.kind(), ErrorKind::NotFound);
         disk.keep(&out, &hash).unwrap();
@@ -325,7 +326,7 @@ mod tests {
         // An output that does not hash to the digest it is kept under is not kept.
         let liar = dir.path().join("liar.o");
         fs::write(&liar, object(2)).unwrap();
-        let other = crate::util::digest::sha256_hex(b"other");
+        let other = crate::job::util::digest::sha256_hex(b"other");
         assert_eq!(
             disk.keep(&liar, &other).unwrap_err().kind(),
             ErrorKind::InvalidData
@@ -351,7 +352,7 @@ mod tests {
         let disk = Disk::open(dir.path().to_path_buf()).unwrap();
         let out = dir.path().join("a.o");
         fs::write(&out, object(1)).unwrap();
-        let hash = crate::util::digest::sha256_hex(&object(1));
+        let hash = crate::job::util::digest::sha256_hex(&object(1));
         disk.keep(&out, &hash).unwrap();
         let kept = disk.path(&hash);
         // Rewritten in place, the same size (as strip or objcopy running as root would).
@@ -370,7 +371,7 @@ mod tests {
         );
         // Not an object: a miss too.
         let text = b"not an object at all";
-        let text_hash = crate::util::digest::sha256_hex(text);
+        let text_hash = crate::job::util::digest::sha256_hex(text);
         fs::write(dir.path().join("t"), text).unwrap();
         disk.keep(&dir.path().join("t"), &text_hash).unwrap();
         let e = disk
@@ -386,7 +387,7 @@ mod tests {
         let victim = dir.path().join("victim");
         fs::write(&victim, object(1)).unwrap();
         fs::set_permissions(&victim, fs::Permissions::from_mode(0o644)).unwrap();
-        let hash = crate::util::digest::sha256_hex(&object(1));
+        let hash = crate::job::util::digest::sha256_hex(&object(1));
         // The kept file is a link to the user's file: not taken, not chmod-ed.
         let kept = disk.path(&hash);
         fs::create_dir_all(kept.parent().unwrap()).unwrap();
@@ -407,7 +408,7 @@ mod tests {
         let elsewhere = dir.path().join("elsewhere");
         fs::create_dir(&elsewhere).unwrap();
         fs::write(elsewhere.join("precious"), b"keep me").unwrap();
-        let other = crate::util::digest::sha256_hex(b"other");
+        let other = crate::job::util::digest::sha256_hex(b"other");
         let other_shelf = disk.path(&other).parent().unwrap().to_path_buf();
         std::os::unix::fs::symlink(&elsewhere, &other_shelf).unwrap();
         let e = disk.place(&other, 7, &dir.path().join("c.o")).unwrap_err();
@@ -462,7 +463,7 @@ mod tests {
         let out = dir.path().join("a.o");
         fs::write(&out, object(4)).unwrap();
         fs::set_permissions(&out, fs::Permissions::from_mode(0o644)).unwrap();
-        let hash = crate::util::digest::sha256_hex(&object(4));
+        let hash = crate::job::util::digest::sha256_hex(&object(4));
         let kept = disk.path(&hash);
         fs::create_dir_all(kept.parent().unwrap()).unwrap();
         fs::hard_link(&out, &kept).unwrap();
@@ -517,7 +518,7 @@ mod tests {
         let disk = Disk::open(dir.path().to_path_buf()).unwrap();
         let out = dir.path().join("a.o");
         fs::write(&out, object(3)).unwrap();
-        let hash = crate::util::digest::sha256_hex(&object(3));
+        let hash = crate::job::util::digest::sha256_hex(&object(3));
         disk.keep(&out, &hash).unwrap();
         disk.trim();
         assert!(dir.path().join("trimmed").exists());

@@ -12,8 +12,8 @@ use super::reapi::{self, Client, Executed};
 use super::session::{info_of, without_contents, worker_name, Session};
 use super::upload::upload_job;
 use crate::job::outcome::{self, RemoteEnd as End, RemoteInfo as Info, Status};
-use crate::util::sync::lock;
-use crate::util::whole::write_whole;
+use crate::job::util::sync::lock;
+use crate::job::util::whole::write_whole;
 use bazel_remote_apis::build::bazel::remote::execution::v2 as re;
 use std::sync::atomic::Ordering;
 

@@ -5,7 +5,7 @@
 //!
 //! It knows ranks and bytes; it does not know what a call sends or to whom.
 
-use crate::util::sync::lock;
+use crate::job::util::sync::lock;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use tokio::sync::oneshot;

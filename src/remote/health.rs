@@ -7,7 +7,7 @@
 //! It knows gRPC codes and time; it does not know jobs, blobs or what a call does.
 
 use super::reapi;
-use crate::util::sync::lock;
+use crate::job::util::sync::lock;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 

@@ -11,11 +11,11 @@
 
 use crate::job::files;
 use crate::job::outcome::RemoteEnd as End;
+use crate::job::util::sync::lock;
+use crate::job::util::whole::write_whole;
 use crate::remote::blob;
 use crate::remote::reapi;
 use crate::remote::session::{info_of, without_contents, Session};
-use crate::util::sync::lock;
-use crate::util::whole::write_whole;
 use bazel_remote_apis::build::bazel::remote::execution::v2 as re;
 use rayon::prelude::*;
 use std::collections::HashMap;

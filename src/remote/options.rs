@@ -25,7 +25,7 @@ pub struct Options {
     pub by_content: bool,
     /// The link's files where input files' digests (`memo::inputs`) and jobs' actions
     /// (`memo::jobs`) are remembered between links, if anywhere.
-    pub memo: Option<crate::store::LinkFiles>,
+    pub memo: Option<crate::job::store::LinkFiles>,
     /// Where outputs are kept on this machine by digest (`disk`), if anywhere; used only
     /// with the action cache and `memo` (the remembered actions say which outputs to take).
     pub disk: Option<PathBuf>,

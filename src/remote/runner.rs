@@ -15,7 +15,7 @@ use super::reapi::Client;
 use super::session::Session;
 use crate::job::outcome::{RemoteEnd as End, RemoteTotals as Totals};
 use crate::job::parse::JobFile;
-use crate::util::sync::lock;
+use crate::job::util::sync::lock;
 use bazel_remote_apis::build::bazel::remote::execution::v2 as re;
 use std::path::Path;
 use std::sync::atomic::Ordering;

@@ -12,7 +12,7 @@ use super::action::JobAction;
 use super::health::retrying;
 use super::reapi::{self, digest_of};
 use super::session::{Sent, Session};
-use crate::util::sync::lock;
+use crate::job::util::sync::lock;
 use bazel_remote_apis::build::bazel::remote::execution::v2 as re;
 use futures_util::{StreamExt, TryStreamExt};
 use std::collections::HashMap;

@@ -40,7 +40,7 @@ fn first_time(dir: Option<&camino::Utf8Path>, message: &str) -> bool {
     let Some(dir) = dir else {
         return true;
     };
-    let name = crate::util::digest::stable_name(&[&build_key(), message.as_bytes()]);
+    let name = crate::job::util::digest::stable_name(&[&build_key(), message.as_bytes()]);
     forget_old(dir.as_std_path());
     let created = std::fs::OpenOptions::new()
         .write(true)

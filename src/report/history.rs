@@ -8,7 +8,7 @@
 //! stale file only means fewer estimates and misses explained as "no earlier link".
 
 use crate::job::parse::JobFile;
-use crate::store::LinkFiles;
+use crate::job::store::LinkFiles;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -47,7 +47,7 @@ fn import_set(made: &Ingredients) -> String {
         .filter(|l| l.starts_with("an import "))
         .map(String::as_str)
         .collect();
-    crate::util::digest::sha256_hex(names.join("\n").as_bytes())[..16].to_string()
+    crate::job::util::digest::sha256_hex(names.join("\n").as_bytes())[..16].to_string()
 }
 
 /// `made` without its imports, with the digest of their names; and its imports.
@@ -397,7 +397,7 @@ mod tests {
 
     fn load(dir: &std::path::Path, cwd: &str, output: &str) -> History {
         let dir = camino::Utf8PathBuf::from_path_buf(dir.to_path_buf()).unwrap();
-        let files = crate::store::CacheDir::open(dir)
+        let files = crate::job::store::CacheDir::open(dir)
             .unwrap()
             .link(cwd.as_ref(), output);
         History::load(&files)

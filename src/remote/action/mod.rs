@@ -239,7 +239,7 @@ impl ContentPlan<'_> {
     /// it, so a relink whose lld named the same modules otherwise (archive members, by pid)
     /// gives the same identity, and the same action.
     fn identity(&self) -> String {
-        let mut h = crate::util::digest::Words::default();
+        let mut h = crate::job::util::digest::Words::default();
         h.word("dtlto-bridge content action 1");
         h.list(self.arguments.iter().map(String::as_str));
         // The modules in the order of their names inside, not of lld's names for them.
@@ -516,8 +516,11 @@ fn ingredients(
     layout: &Layout,
 ) -> Ingredients {
     let short = |hash: &str| hash[..16.min(hash.len())].to_string();
-    let words =
-        |list: &[String]| short(&crate::util::digest::sha256_hex(list.join("\0").as_bytes()));
+    let words = |list: &[String]| {
+        short(&crate::job::util::digest::sha256_hex(
+            list.join("\0").as_bytes(),
+        ))
+    };
     let shard = outputs.first().map(|o| crate::job::files::shard_name(o));
     // The command without the names of its files, which have their own ingredients.
     let index_flag = shard.as_ref().map(|s| format!("-fthinlto-index={s}"));

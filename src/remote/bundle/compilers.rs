@@ -146,7 +146,7 @@ fn remembered_version(compiler: &Path) -> Result<String, String> {
             m.ctime(),
             m.ctime_nsec()
         );
-        Ok(crate::util::digest::sha256_hex(key.as_bytes()))
+        Ok(crate::job::util::digest::sha256_hex(key.as_bytes()))
     });
     let dir = std::env::temp_dir().join(VERSIONS);
     let _ = std::fs::DirBuilder::new().mode(0o700).create(&dir);
@@ -164,7 +164,7 @@ fn remembered_version(compiler: &Path) -> Result<String, String> {
     }
     let line = version_line(compiler)?;
     // Best effort: not remembered only means asked again.
-    let _ = crate::util::whole::write_whole(&file, line.as_bytes(), 0o600, || Ok(()));
+    let _ = crate::job::util::whole::write_whole(&file, line.as_bytes(), 0o600, || Ok(()));
     Ok(line)
 }
 

@@ -49,7 +49,7 @@ fn is_file(kind: &str) -> bool {
 
 impl Entry {
     pub fn new(name: String, bytes: &[u8]) -> Entry {
-        Entry::hashed(name, bytes, crate::util::digest::sha256_hex(bytes))
+        Entry::hashed(name, bytes, crate::job::util::digest::sha256_hex(bytes))
     }
 
     /// An entry for `bytes` whose SHA-256 (hex) is known.
@@ -141,7 +141,7 @@ pub fn read(data: &[u8]) -> Result<Bundle<'_>, String> {
     for entry in &manifest.files {
         let (bytes, after) = body.split_at(entry.size as usize);
         body = after;
-        if crate::util::digest::sha256_hex(bytes) != entry.sha256 {
+        if crate::job::util::digest::sha256_hex(bytes) != entry.sha256 {
             return Err(format!(
                 "its file {} does not have the SHA-256 its manifest declares",
                 entry.name

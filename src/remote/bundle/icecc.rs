@@ -22,7 +22,7 @@ pub fn env(exe: &Path, dir: &Path, compiler: &str) -> Result<Vec<String>, String
     let bytes = std::fs::read(&packed).map_err(|e| format!("read {}: {e}", packed.display()))?;
     let name = format!(
         "dtlto-clang-icecc-{}.tar.gz",
-        &crate::util::digest::sha256_hex(&bytes)[..16]
+        &crate::job::util::digest::sha256_hex(&bytes)[..16]
     );
     let out = dir.join(&name);
     let said = if out.is_file() {

@@ -29,7 +29,7 @@ pub fn pack(
         if *input == shard_name {
             shard = Some(data);
         } else {
-            let hash = crate::util::digest::sha256_hex(&data);
+            let hash = crate::job::util::digest::sha256_hex(&data);
             read.insert(crate::remote::action::absolute(cwd, input), (data, hash));
         }
     }
@@ -37,7 +37,7 @@ pub fn pack(
         shard.ok_or_else(|| format!("its index shard {shard_name} is not among its inputs"))?;
     let hash_of = |p: &Path| match read.get(p) {
         Some((data, hash)) => (hash.clone(), data.len() as i64),
-        None => (crate::util::digest::sha256_hex(&[]), 0),
+        None => (crate::job::util::digest::sha256_hex(&[]), 0),
     };
     let plan = crate::remote::action::content_files(cwd, words, &hash_of, &shard)?;
     let mut files: Vec<Entry> = Vec::with_capacity(plan.modules.len() + 1);

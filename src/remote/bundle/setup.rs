@@ -45,7 +45,7 @@ pub fn setup(exe: &Path, dir: &Path) -> Result<Vec<String>, String> {
     if std::fs::read_to_string(&file).is_ok_and(|t| t == list) {
         said.push(format!("{} already allows {NAME}", file.display()));
     } else {
-        crate::util::whole::write_whole(&file, list.as_bytes(), 0o644, || Ok(()))
+        crate::job::util::whole::write_whole(&file, list.as_bytes(), 0o644, || Ok(()))
             .map_err(|e| format!("write {}: {e}", file.display()))?;
         said.push(format!(
             "wrote {}: {NAME} and the compilers /usr/lib/distcc allows",
@@ -82,7 +82,7 @@ fn allow_compilers(dir: &Path) -> Result<String, String> {
             names.join(", ")
         ));
     }
-    crate::util::whole::write_whole(&file, text.as_bytes(), 0o644, || Ok(()))
+    crate::job::util::whole::write_whole(&file, text.as_bytes(), 0o644, || Ok(()))
         .map_err(|e| format!("write {}: {e}", file.display()))?;
     Ok(format!(
         "wrote {}: bundles may run {}",

@@ -13,7 +13,7 @@
 //! version line tells, so it is asked at every link. It does not know actions or servers.
 
 use super::inputs::{trusted, Key};
-use crate::store::Kept;
+use crate::job::store::Kept;
 use std::path::{Path, PathBuf};
 use std::thread::JoinHandle;
 
@@ -121,7 +121,7 @@ fn ask(path: &Path, real: &Path) -> Result<(String, Option<PathBuf>), String> {
     h.update(digest.hash.as_bytes());
     h.update(version.as_bytes());
     Ok((
-        format!("sha256:{}", crate::util::digest::hex(h.finalize())),
+        format!("sha256:{}", crate::job::util::digest::hex(h.finalize())),
         installed,
     ))
 }
@@ -153,7 +153,7 @@ fn key(real: &Path) -> Option<String> {
         }
         text.push_str(&format!("\n{}\n{seen:?}", p.display()));
     }
-    Some(crate::util::digest::sha256_hex(text.as_bytes()))
+    Some(crate::job::util::digest::sha256_hex(text.as_bytes()))
 }
 
 /// The libraries the ELF binary `binary` (in `dir`) needs that `library_path` (as
@@ -308,7 +308,9 @@ mod tests {
         std::fs::write(&script, "#!/bin/sh\necho 'fake clang version 1'\n").unwrap();
         std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
         let cache = camino::Utf8PathBuf::from_path_buf(history.clone()).unwrap();
-        let kept = crate::store::CacheDir::open(cache).unwrap().compilers();
+        let kept = crate::job::store::CacheDir::open(cache)
+            .unwrap()
+            .compilers();
         let memo = kept.path().to_path_buf();
         let (clang, copy) = (clang.to_str().unwrap(), copy.to_str().unwrap());
         // Just written: not settled, so asked and not remembered.

@@ -11,7 +11,7 @@
 //! Archive members that lld extracts are new files in every link, so they are always read. It
 //! does not know what the files are for.
 
-use crate::store::Kept;
+use crate::job::store::Kept;
 use bazel_remote_apis::build::bazel::remote::execution::v2 as re;
 use std::collections::HashMap;
 use std::io::Read;
@@ -102,7 +102,7 @@ impl InputDigests {
         };
         let trusted = self.trusted(seen.dev, path);
         if let Some(hash) = self.known.get(&seen).filter(|_| trusted) {
-            crate::util::sync::lock(&self.now).insert(seen, hash.clone());
+            crate::job::util::sync::lock(&self.now).insert(seen, hash.clone());
             return Ok(re::Digest {
                 hash: hash.clone(),
                 size_bytes: seen.size as i64,
@@ -116,7 +116,7 @@ impl InputDigests {
         let after = Key::of(&f.metadata()?);
         let whole = digest.size_bytes as u64 == before.size;
         if trusted && after == before && before.settled(now) && whole {
-            crate::util::sync::lock(&self.now).insert(before, digest.hash.clone());
+            crate::job::util::sync::lock(&self.now).insert(before, digest.hash.clone());
         }
         Ok(digest)
     }
@@ -124,11 +124,11 @@ impl InputDigests {
     /// Whether the file system of device `dev`, where `path` is, is `TRUSTED`: asked once per
     /// device.
     fn trusted(&self, dev: u64, path: &Path) -> bool {
-        if let Some(&known) = crate::util::sync::lock(&self.devices).get(&dev) {
+        if let Some(&known) = crate::job::util::sync::lock(&self.devices).get(&dev) {
             return known;
         }
         let trusted = trusted(path);
-        crate::util::sync::lock(&self.devices).insert(dev, trusted);
+        crate::job::util::sync::lock(&self.devices).insert(dev, trusted);
         trusted
     }
 
@@ -138,7 +138,7 @@ impl InputDigests {
         let Some(kept) = &self.kept else {
             return Ok(());
         };
-        let now = crate::util::sync::lock(&self.now);
+        let now = crate::job::util::sync::lock(&self.now);
         kept.keep(*now == self.known, || Ok(lines(&now)))?;
         Ok(())
     }
@@ -178,7 +178,7 @@ pub fn read_digest(f: &mut impl Read) -> std::io::Result<re::Digest> {
         h.update(&buf[..n]);
     }
     Ok(re::Digest {
-        hash: crate::util::digest::hex(h.finalize()),
+        hash: crate::job::util::digest::hex(h.finalize()),
         size_bytes: size as i64,
     })
 }
@@ -242,7 +242,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("a.o");
         let cache = camino::Utf8PathBuf::from_path_buf(dir.path().join("cache")).unwrap();
-        let kept = crate::store::CacheDir::open(cache)
+        let kept = crate::job::store::CacheDir::open(cache)
             .unwrap()
             .link(dir.path(), "x")
             .digests;

@@ -11,9 +11,9 @@
 //! not read files or know servers.
 
 use crate::job::outcome::Ingredients;
+use crate::job::store::Kept;
+use crate::job::util::digest::Words;
 use crate::remote::action::{self, Common, JobAction};
-use crate::store::Kept;
-use crate::util::digest::Words;
 use bazel_remote_apis::build::bazel::remote::execution::v2 as re;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -74,7 +74,7 @@ impl RememberedJobs {
     pub fn key(&self, common: &Common, identity: &str, labels: &[String]) -> Option<String> {
         self.kept.as_ref()?;
         let mut h = Words::default();
-        h.word(&crate::store::ACTIONS.header());
+        h.word(&crate::job::store::ACTIONS.header());
         h.word(&self.program);
         h.word(&common.cwd.to_string_lossy());
         let flags = (common.root_is_slash, common.by_content, common.cache);
@@ -105,7 +105,7 @@ impl RememberedJobs {
         if entry.outputs.len() != outputs.len() {
             return None;
         }
-        crate::util::sync::lock(&self.now).insert(key.to_string(), entry.clone());
+        crate::job::util::sync::lock(&self.now).insert(key.to_string(), entry.clone());
         Some(JobAction {
             action_digest: re::Digest {
                 hash: entry.action.clone(),
@@ -151,13 +151,13 @@ impl RememberedJobs {
             ingredients: job.ingredients.clone(),
             results: Vec::new(),
         };
-        crate::util::sync::lock(&self.now).insert(key, entry);
+        crate::job::util::sync::lock(&self.now).insert(key, entry);
     }
 
     /// Remembers, for the job remembered under `key`, its outputs' digests in this link's
     /// result, in the job's order; whether that job is remembered.
     pub fn results(&self, key: &str, digests: &[re::Digest]) -> bool {
-        let mut now = crate::util::sync::lock(&self.now);
+        let mut now = crate::job::util::sync::lock(&self.now);
         let Some(entry) = now.get_mut(key) else {
             return false;
         };
@@ -170,7 +170,7 @@ impl RememberedJobs {
 
     /// Forgets the job remembered under `key`: it was not what it is now.
     pub fn forget(&self, key: &str) {
-        crate::util::sync::lock(&self.now).remove(key);
+        crate::job::util::sync::lock(&self.now).remove(key);
     }
 
     /// Keeps this link's actions for the next link of the output, when they differ from those
@@ -179,7 +179,7 @@ impl RememberedJobs {
         let Some(kept) = &self.kept else {
             return Ok(());
         };
-        let now = crate::util::sync::lock(&self.now);
+        let now = crate::job::util::sync::lock(&self.now);
         kept.keep(*now == self.known, || lines(&now))?;
         Ok(())
     }
@@ -244,7 +244,7 @@ mod tests {
 
     fn known() -> RememberedJobs {
         RememberedJobs {
-            kept: Some(Kept::new("/nowhere/x.actions", crate::store::ACTIONS)),
+            kept: Some(Kept::new("/nowhere/x.actions", crate::job::store::ACTIONS)),
             program: "p".into(),
             ..RememberedJobs::default()
         }
@@ -337,14 +337,14 @@ mod tests {
         assert!(k.get("k", &[here[0].clone(), here[0].clone()]).is_none());
         assert!(k.get("other", &here).is_none());
         // What was used is kept for the next link, with this link's result.
-        assert_eq!(crate::util::sync::lock(&k.now).get("k"), Some(&entry));
+        assert_eq!(crate::job::util::sync::lock(&k.now).get("k"), Some(&entry));
         let new = re::Digest {
             hash: "ef".into(),
             size_bytes: 4,
         };
         assert!(k.results("k", &[new]));
         assert!(!k.results("other", &[]));
-        let now = crate::util::sync::lock(&k.now);
+        let now = crate::job::util::sync::lock(&k.now);
         assert_eq!(now["k"].results, vec![("ef".to_string(), 4)]);
         assert!(
             !now.contains_key("other"),

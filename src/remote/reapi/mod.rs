@@ -176,7 +176,7 @@ pub struct Capabilities {
 /// A message or file content, with its digest.
 pub fn digest_of(bytes: &[u8]) -> re::Digest {
     re::Digest {
-        hash: crate::util::digest::sha256_hex(bytes),
+        hash: crate::job::util::digest::sha256_hex(bytes),
         size_bytes: bytes.len() as i64,
     }
 }
@@ -832,7 +832,7 @@ fn uuid_like() -> String {
         std::process::id(),
         std::thread::current().id()
     );
-    let h = crate::util::digest::sha256_hex(seed.as_bytes());
+    let h = crate::job::util::digest::sha256_hex(seed.as_bytes());
     format!(
         "{}-{}-4{}-a{}-{}",
         &h[0..8],

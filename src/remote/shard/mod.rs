@@ -12,7 +12,7 @@
 mod summary;
 
 use crate::job::bitcode::bitstream::{Block, Entry, Reader, Record, Writer, ENTER_SUBBLOCK};
-use crate::util::digest::Words;
+use crate::job::util::digest::Words;
 use std::collections::HashMap;
 
 use crate::job::bitcode::bitstream::{BLOCKINFO_BLOCK, MAGIC};

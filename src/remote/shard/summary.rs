@@ -13,7 +13,7 @@
 //! and a backend does not depend on the order of the summaries.
 
 use crate::job::bitcode::bitstream::{Reader, Record, Writer};
-use crate::util::digest::Words;
+use crate::job::util::digest::Words;
 use std::collections::HashMap;
 
 const FS_COMBINED: u64 = 4;

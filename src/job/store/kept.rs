@@ -97,7 +97,7 @@ impl Kept {
         unchanged: bool,
         lines: impl FnOnce() -> io::Result<Vec<String>>,
     ) -> io::Result<bool> {
-        if unchanged && crate::util::whole::touch(&self.path).is_ok() {
+        if unchanged && crate::job::util::whole::touch(&self.path).is_ok() {
             return Ok(false);
         }
         if let Some(dir) = self.path.parent().filter(|d| !d.as_os_str().is_empty()) {
@@ -107,7 +107,7 @@ impl Kept {
                 .create(dir)?;
         }
         let text = self.kind.text(lines()?);
-        crate::util::whole::write_whole(&self.path, text.as_bytes(), 0o666, || Ok(()))?;
+        crate::job::util::whole::write_whole(&self.path, text.as_bytes(), 0o666, || Ok(()))?;
         Ok(true)
     }
 }

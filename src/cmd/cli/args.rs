@@ -7,7 +7,7 @@
 
 use super::given::{user_path, user_program};
 use super::remote::RemoteArgs;
-use crate::engine::Origins;
+use crate::link::engine::Origins;
 use camino::{Utf8Path, Utf8PathBuf};
 use clap::{Args, Parser, Subcommand};
 
@@ -142,11 +142,11 @@ pub enum Backend {
 
 impl Backend {
     /// The engine's name for it.
-    pub fn engine(self) -> crate::engine::Backend {
+    pub fn engine(self) -> crate::link::engine::Backend {
         match self {
-            Backend::Ninja => crate::engine::Backend::Ninja,
-            Backend::Make => crate::engine::Backend::Make,
-            Backend::Direct => crate::engine::Backend::Direct,
+            Backend::Ninja => crate::link::engine::Backend::Ninja,
+            Backend::Make => crate::link::engine::Backend::Make,
+            Backend::Direct => crate::link::engine::Backend::Direct,
         }
     }
 
@@ -266,17 +266,17 @@ impl RunArgs {
 
     /// The engine's options: the wrapper split, the remote options' files read, the cache
     /// directory found; or what is wrong with a value.
-    pub fn options(&self) -> Result<crate::engine::Options, String> {
+    pub fn options(&self) -> Result<crate::link::engine::Options, String> {
         let history = (!self.no_history)
-            .then(|| (self.history.clone()).or_else(crate::store::CacheDir::default_path))
+            .then(|| (self.history.clone()).or_else(crate::job::store::CacheDir::default_path))
             .flatten();
-        Ok(crate::engine::Options {
+        Ok(crate::link::engine::Options {
             backend: self.backend.map(Backend::engine),
             jobs: self.jobs,
             wrapper: self.wrapper.words()?,
             order: match self.order {
-                Order::Longest => crate::engine::Order::Longest,
-                Order::File => crate::engine::Order::File,
+                Order::Longest => crate::link::engine::Order::Longest,
+                Order::File => crate::link::engine::Order::File,
             },
             history,
             host_slots: self.host_slots,

@@ -4,8 +4,8 @@
 //! It knows where they go and that they never fail a link; their content is `report::record`'s.
 
 use super::Options;
+use crate::job::util::whole::write_atomically;
 use crate::report::{self, record};
-use crate::util::whole::write_atomically;
 use camino::Utf8Path;
 
 /// Appends the link's line to `--log FILE`, if asked for; best effort.

@@ -41,7 +41,7 @@ impl Words {
 
     pub fn finish(self) -> String {
         use sha2::Digest;
-        crate::util::digest::hex(self.0.finalize())
+        crate::job::util::digest::hex(self.0.finalize())
     }
 }
 

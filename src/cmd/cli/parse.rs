@@ -5,7 +5,7 @@
 //! It knows clap's matches and errors; it does not know what the options mean.
 
 use super::args::{Cli, Command};
-use crate::engine::{Origin, Origins};
+use crate::link::engine::{Origin, Origins};
 use clap::error::{ContextKind, ContextValue, ErrorKind};
 use clap::parser::ValueSource;
 use clap::{CommandFactory, FromArgMatches};

@@ -62,7 +62,7 @@ impl CacheDir {
 
     /// The files kept for `linker_output` linked in `cwd`.
     pub fn link(&self, cwd: &Path, linker_output: &str) -> LinkFiles {
-        let stem = crate::util::digest::stable_name(&[
+        let stem = crate::job::util::digest::stable_name(&[
             cwd.as_os_str().as_encoded_bytes(),
             linker_output.as_bytes(),
         ]);
