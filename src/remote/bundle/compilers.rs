@@ -132,27 +132,14 @@ const VERSIONS: &str = "dtlto-clang-versions";
 /// so that a host does not start clang twice per job. Asked every time where nothing can be
 /// remembered safely.
 fn remembered_version(compiler: &Path) -> Result<String, String> {
-    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    use crate::remote::memo::inputs::Key;
     let key = std::fs::canonicalize(compiler).and_then(|real| {
-        let m = std::fs::metadata(&real)?;
-        let key = format!(
-            "{}\0{}\0{}\0{}\0{}.{}\0{}.{}",
-            real.display(),
-            m.dev(),
-            m.ino(),
-            m.size(),
-            m.mtime(),
-            m.mtime_nsec(),
-            m.ctime(),
-            m.ctime_nsec()
-        );
+        let seen = Key::of(&std::fs::metadata(&real)?);
+        let key = format!("{}\0{seen:?}", real.display());
         Ok(crate::job::util::digest::sha256_hex(key.as_bytes()))
     });
     let dir = std::env::temp_dir().join(VERSIONS);
-    let _ = std::fs::DirBuilder::new().mode(0o700).create(&dir);
-    let uid = rustix::process::getuid().as_raw();
-    let ours = std::fs::symlink_metadata(&dir)
-        .is_ok_and(|m| m.is_dir() && m.uid() == uid && m.mode() & 0o077 == 0);
+    let ours = crate::job::store::own_dir(&dir, crate::job::store::Others::Refuse).is_ok();
     let file = match (key, ours) {
         (Ok(key), true) => dir.join(&key[..32]),
         _ => return version_line(compiler),

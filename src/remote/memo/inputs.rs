@@ -25,7 +25,7 @@ const SETTLED: Duration = Duration::from_secs(1);
 
 /// What identifies a file's content without reading it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(super) struct Key {
+pub(in crate::remote) struct Key {
     dev: u64,
     ino: u64,
     size: u64,
@@ -34,7 +34,7 @@ pub(super) struct Key {
 }
 
 impl Key {
-    pub(super) fn of(m: &std::fs::Metadata) -> Key {
+    pub(in crate::remote) fn of(m: &std::fs::Metadata) -> Key {
         Key {
             dev: m.dev(),
             ino: m.ino(),

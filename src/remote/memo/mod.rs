@@ -6,5 +6,5 @@
 //! server.
 
 pub(super) mod compilers;
-pub(super) mod inputs;
+pub(in crate::remote) mod inputs;
 pub(super) mod jobs;
