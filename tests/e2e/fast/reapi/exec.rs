@@ -137,23 +137,27 @@ impl Exec {
     /// `break_streams`, where it is and then UNAVAILABLE; under `end_streams`, where it is and
     /// then the stream's clean end.
     fn follow(&self, op: Arc<Op>) -> Boxed<lr::Operation> {
-        let (breaking, ending) = {
-            let mut f = lock(&self.state.faults);
-            let breaking = f.break_streams > 0;
-            f.break_streams = f.break_streams.saturating_sub(1);
-            let ending = !breaking && f.end_streams > 0;
-            if ending {
-                f.end_streams -= 1;
-            }
-            (breaking, ending)
-        };
         let (tx, rx) = mpsc::channel(4);
         let mut ended = op.done.subscribe();
+        let state = self.state.clone();
         tokio::spawn(async move {
             let first = op.snapshot();
             if tx.send(Ok(first.clone())).await.is_err() || first.done {
                 return;
             }
+            // A fault is spent only on a stream it can break: one whose operation ended
+            // before its first message (a fast command on a loaded machine) leaves it for the
+            // next stream.
+            let (breaking, ending) = {
+                let mut f = lock(&state.faults);
+                let breaking = f.break_streams > 0;
+                f.break_streams = f.break_streams.saturating_sub(1);
+                let ending = !breaking && f.end_streams > 0;
+                if ending {
+                    f.end_streams -= 1;
+                }
+                (breaking, ending)
+            };
             if breaking {
                 let broken = Status::unavailable("the stream breaks on purpose (test fault)");
                 let _ = tx.send(Err(broken)).await;
