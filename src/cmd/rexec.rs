@@ -40,7 +40,7 @@ pub fn rexec(args: &RexecArgs) -> Result<i32, Fail> {
         .map_err(|e| Fail::environment(format!("find the current directory: {e}")))?;
     let name = &args.outputs[0];
     let asked = crate::remote::AskedCompiler::start(&file, None);
-    let why = match Remote::start(&options, &file, &cwd, asked, &Default::default()) {
+    let why = match Remote::start(&options, &file, &cwd, asked, &Default::default(), &[]) {
         Ok((remote, why)) => match &why[0] {
             Some(reason) => reason.clone(),
             None => {

@@ -48,9 +48,17 @@ pub(super) async fn look_up(session: Arc<Session>) -> Vec<Option<End>> {
     let t = std::time::Instant::now();
     let mut ends = from_disk(&session);
     let mut found: Vec<Option<(Files, String)>> = vec![None; n];
-    let rest = (0..n).any(|i| ends[i].is_none() && session.jobs[i].is_some());
+    // The jobs started ahead of the rest (`lead`) are asked by their Execute, not here.
+    let rest = (0..n).any(|i| ends[i].is_none() && session.jobs[i].is_some() && !session.lead[i]);
     let answered = rest && from_entry(&session, &ends, &mut found).await;
     ask_each(&session, &ends, &mut found).await;
+    // Each lead asked for itself as soon as it could: its hit is written with the others'.
+    let looked = std::mem::take(&mut *lock(&session.lead_looked));
+    for (i, hit) in looked {
+        if let (Ok(Some(hit)), None) = (hit.await, &ends[i]) {
+            found[i] = Some(hit);
+        }
+    }
     let lookup_seconds = t.elapsed().as_secs_f64();
     // Fetched and written a part at a time, so that the link holds at most HELD bytes.
     let mut part: Vec<(usize, Files, String)> = Vec::new();
@@ -76,8 +84,9 @@ pub(super) async fn look_up(session: Arc<Session>) -> Vec<Option<End>> {
         part.push((i, files, worker));
     }
     write_part(&session, part, &mut ends, lookup_seconds).await;
-    // An entry that answered for every job stands; one that did not is written again.
-    let whole = answered && ends.iter().all(Option::is_some);
+    // An entry that answered for every job stands (one whose key matched names the leads'
+    // outputs too); one that did not is written again.
+    let whole = answered && (0..n).all(|i| ends[i].is_some() || session.lead[i]);
     session.entry_found.store(whole, Ordering::Relaxed);
     ends
 }
@@ -108,7 +117,7 @@ async fn from_entry(
         let i = i
             .parse::<usize>()
             .ok()
-            .filter(|&i| ends.get(i).is_some_and(Option::is_none));
+            .filter(|&i| ends.get(i).is_some_and(Option::is_none) && !session.lead[i]);
         let Some(slot) = i.and_then(|i| found.get_mut(i)) else {
             continue;
         };
@@ -121,11 +130,33 @@ async fn from_entry(
     true
 }
 
+/// Asks the action cache for job `index`: its outputs and worker when it has them (and the
+/// result is a success), None for a miss, or when the server is down or the cache off.
+pub(super) async fn ask_one(session: &Session, index: usize) -> Option<(Files, String)> {
+    let job = session.jobs[index].as_ref()?;
+    if !session.cache || session.health.down().is_some() {
+        return None;
+    }
+    let got = session.client.clone().cached(&job.action_digest).await;
+    session.health.saw(&got);
+    let result = got.ok().flatten().filter(|r| r.exit_code == 0)?;
+    let worker = (result.execution_metadata)
+        .map(|m| m.worker)
+        .unwrap_or_default();
+    Some((result.output_files, worker))
+}
+
 /// Asks the action cache for each job still unknown, IN_FLIGHT calls at once, its outputs and
 /// worker put in `found`.
-async fn ask_each(session: &Session, ends: &[Option<End>], found: &mut [Option<(Files, String)>]) {
+async fn ask_each(
+    session: &Arc<Session>,
+    ends: &[Option<End>],
+    found: &mut [Option<(Files, String)>],
+) {
     let todo: Vec<usize> = (0..session.jobs.len())
-        .filter(|&i| found[i].is_none() && ends[i].is_none() && session.jobs[i].is_some())
+        .filter(|&i| {
+            found[i].is_none() && ends[i].is_none() && session.jobs[i].is_some() && !session.lead[i]
+        })
         .collect();
     let mut calls = tokio::task::JoinSet::new();
     let mut next = todo.into_iter();
@@ -133,33 +164,21 @@ async fn ask_each(session: &Session, ends: &[Option<End>], found: &mut [Option<(
         // A server found unreachable is asked nothing more: the jobs left are misses.
         while calls.len() < IN_FLIGHT && session.health.down().is_none() {
             let Some(i) = next.next() else { break };
-            let mut client = session.client.clone();
-            let digest = session.jobs[i].as_ref().map(|j| j.action_digest.clone());
-            calls.spawn(async move {
-                let got = match digest {
-                    Some(d) => client.cached(&d).await,
-                    None => Ok(None),
-                };
-                (i, got)
-            });
+            let session = session.clone();
+            calls.spawn(async move { (i, ask_one(&session, i).await) });
         }
         let Some(done) = calls.join_next().await else {
             break;
         };
-        let Ok((i, got)) = done else { continue };
-        session.health.saw(&got);
-        if let Ok(Some(result)) = got.map(|r| r.filter(|r| r.exit_code == 0)) {
-            let worker = result
-                .execution_metadata
-                .map(|m| m.worker)
-                .unwrap_or_default();
-            found[i] = Some((result.output_files, worker));
+        if let Ok((i, Some(hit))) = done {
+            found[i] = Some(hit);
         }
     }
 }
 
 /// Each job's end when its outputs came from the disk cache (None for the others): a job
 /// remembered with its last result, whose every output is kept there, each placed, or none.
+/// A job started ahead of the rest (`lead`, never one remembered) is not looked for.
 fn from_disk(session: &Session) -> Vec<Option<End>> {
     let n = session.jobs.len();
     let Some(disk) = &session.disk else {
@@ -171,7 +190,7 @@ fn from_disk(session: &Session) -> Vec<Option<End>> {
     let ends: Vec<Option<End>> = (0..n)
         .into_par_iter()
         .map(|i| {
-            let job = session.jobs[i].as_ref()?;
+            let job = session.jobs[i].as_ref().filter(|_| !session.lead[i])?;
             if job.last.len() != job.outputs.len() || *session.cancelled.borrow() {
                 return None;
             }

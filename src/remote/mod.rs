@@ -19,11 +19,13 @@
 pub(crate) mod action;
 mod blob;
 pub(crate) mod bundle;
+mod connect;
 mod disk;
 mod entry;
 mod execute;
 mod gate;
 mod health;
+mod lead;
 mod lookup;
 mod memo;
 mod options;

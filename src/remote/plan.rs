@@ -44,6 +44,16 @@ pub struct Read {
     shards: Vec<Option<Shard>>,
 }
 
+impl Read {
+    /// What was found of the files, without the shards: what a later read takes as found.
+    pub fn files_only(&self) -> Read {
+        Read {
+            files: self.files.clone(),
+            shards: Vec::new(),
+        }
+    }
+}
+
 /// The job's index shard, whose module table a content-keyed action rewrites, when the job
 /// has one output and its shard among its inputs.
 fn shard_name(inputs: &[&str], outputs: &[&str]) -> Option<String> {
@@ -53,13 +63,15 @@ fn shard_name(inputs: &[&str], outputs: &[&str]) -> Option<String> {
 }
 
 /// Reads every input of `file`'s jobs once, on every core; `seen` holds what an earlier look
-/// found of them (the memo looks at the others itself).
+/// found of them (the memo looks at the others itself), `before` what an earlier read of some
+/// of them found (the jobs started ahead of the rest, `lead`).
 pub fn read(
     file: &JobFile<'_>,
     cwd: &Path,
     memo: &InputDigests,
     seen: &crate::job::validate::Seen,
     stop: &std::sync::atomic::AtomicBool,
+    before: Option<&Read>,
 ) -> Read {
     // Once `stop` is set (the server cannot be used), no more file is read: what is read is
     // thrown away.
@@ -84,6 +96,9 @@ pub fn read(
     let files = wanted
         .into_par_iter()
         .map(|(path, (there, input))| {
+            if let Some(found) = before.and_then(|b| b.files.get(&path)) {
+                return (path, found.clone());
+            }
             if stopped() {
                 return (path, Err("not read: the server cannot be used".to_string()));
             }
@@ -131,7 +146,7 @@ pub struct Later {
     files: HashMap<PathBuf, Found>,
     file: Arc<JobFile<'static>>,
     /// The actions remembered, saved once the link is over.
-    pub known: RememberedJobs,
+    pub known: Arc<RememberedJobs>,
 }
 
 impl Later {
@@ -162,7 +177,7 @@ impl ActionPlan {
     /// instead (None: it can run remotely). A job `known` remembers is not built whole.
     pub fn build(
         common: &Common,
-        known: RememberedJobs,
+        known: Arc<RememberedJobs>,
         file: &Arc<JobFile<'static>>,
         cwd: &Path,
         read: Read,

@@ -1,17 +1,17 @@
 //! Runner: the link's handle (`Remote`) that runs its jobs on a Remote Execution API server — one
-//! connection per link, every distinct input uploaded once, the action cache asked first, transient
-//! failures retried, outputs written atomically and verified like local ones.
+//! connection per link, the costliest jobs started while the rest is read (`lead`), every
+//! distinct input uploaded once, the action cache asked first, transient failures retried,
+//! outputs written atomically and verified like local ones.
 //!
 //! It knows how one remote job goes, from upload to verified output, and reports each job's end
 //! to a callback. It does not decide which job goes remote or what happens after a failure (the
 //! scheduler does), and it starts no local processes.
 
-use super::action::Common;
-use super::memo::inputs::InputDigests;
-use super::memo::jobs::RememberedJobs;
+use super::connect::{connect_while_reading, Connection, Given};
+use super::lead::Leads;
+use super::memo::compilers::AskedCompiler;
 use super::options::Options;
 use super::plan::ActionPlan;
-use super::reapi::Client;
 use super::session::Session;
 use crate::job::outcome::{RemoteEnd as End, RemoteTotals as Totals};
 use crate::job::parse::JobFile;
@@ -29,6 +29,8 @@ const ENTRY_WRITE: Duration = Duration::from_secs(3);
 pub struct Remote {
     rt: tokio::runtime::Runtime,
     session: Arc<Session>,
+    /// The costliest jobs, started before the rest was read (`lead`).
+    leads: Option<Arc<Leads>>,
     cancel: Arc<tokio::sync::watch::Sender<bool>>,
     /// The CancelOperation calls under way, waited for by `finish`.
     cancelling: Mutex<Vec<tokio::task::JoinHandle<()>>>,
@@ -38,54 +40,60 @@ pub struct Remote {
 }
 
 impl Remote {
-    /// Connects, checks the server, and turns each job into an action. Returns, for each job,
-    /// why it runs here instead (None: it can run remotely).
+    /// Connects, checks the server, and turns each job into an action; the costliest jobs
+    /// (by `cost`, the scheduler's order) start as soon as they can. Returns, for each job, why
+    /// it runs here instead (None: it can run remotely).
     pub fn start(
         options: &Options,
         file: &Arc<JobFile<'static>>,
         cwd: &Path,
-        identity: super::memo::compilers::AskedCompiler,
+        identity: AskedCompiler,
         seen: &crate::job::validate::Seen,
+        cost: &[f64],
     ) -> Result<(Remote, Vec<Option<String>>), String> {
-        let (connected, memo, known, read) = connect_while_reading(options, file, cwd, seen);
-        let (rt, client, cache_updates) = match connected {
-            Ok(connected) => connected,
+        let (cancel, cancelled) = tokio::sync::watch::channel(false);
+        let given = Given {
+            options,
+            file,
+            cwd,
+            seen,
+            cost,
+        };
+        let (connected, common, memo, known, read) =
+            connect_while_reading(&given, identity, cancelled);
+        let connection = match connected {
+            Ok(connection) => connection,
             Err(e) => {
-                // No server: the digests read so far are remembered all the same, and the
-                // compiler's answer is waited for, not left.
+                // No server: the digests read so far are remembered all the same.
                 let _ = memo.save();
-                let _ = identity.answer();
                 return Err(e);
             }
         };
-        let identity = identity.answer();
-        let common = Common {
-            cwd: cwd.to_path_buf(),
-            root_is_slash: options.root_is_slash,
-            identity: identity?,
-            platform: options.platform.clone(),
-            cache: options.cache,
-            by_content: options.by_content,
-        };
-        let (actions, why) = ActionPlan::build(&common, known, file, cwd, read);
+        let (actions, mut why) = ActionPlan::build(&common?, known, file, cwd, read);
         let mut warnings: Vec<String> = options.target.exposed_headers().into_iter().collect();
         if let Err(e) = memo.save() {
             warnings.push(format!("remember the inputs' digests: {e}"));
         }
-        let (cancel, cancelled) = tokio::sync::watch::channel(false);
-        let session = Arc::new(Session::new(
-            options,
+        let Connection {
+            rt,
             client,
             cache_updates,
-            actions,
-            file,
-            cwd,
-            cancelled,
-        ));
+            shared,
+            leads,
+        } = connection;
+        let mut session = Session::new(options, client, cache_updates, actions, file, cwd, shared);
+        // A lead was looked up, and runs remotely when it missed: its answer comes from there.
+        let looked = leads.iter().flat_map(|l| l.looked()).collect::<Vec<_>>();
+        for (i, _) in &looked {
+            session.lead[*i] = true;
+            why[*i] = None;
+        }
+        session.lead_looked = Mutex::new(looked);
         Ok((
             Remote {
                 rt,
-                session,
+                session: Arc::new(session),
+                leads: leads.map(Arc::new),
                 cancel: Arc::new(cancel),
                 cancelling: Mutex::new(Vec::new()),
                 server: options.target.url.clone(),
@@ -136,12 +144,27 @@ impl Remote {
     /// cancelled).
     pub fn submit(&self, index: usize, reply: Box<dyn FnOnce(End) + Send>) {
         let session = self.session.clone();
+        let leads = self.leads.clone();
+        let lead = leads.as_ref().and_then(|l| l.take(index));
         // Ranked as the scheduler sends them, costliest first: their uploads go in that order.
-        let rank = (session.sent_jobs).fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let rank = || (session.sent_jobs).fetch_add(1, Ordering::Relaxed);
+        let rank = lead.is_none().then(rank);
         self.rt.spawn(async move {
             let mut cancelled = session.cancelled.clone();
+            let run = async {
+                if let (Some((k, end)), Some(leads)) = (lead, &leads) {
+                    // A lead's own task ends it; one gone without an end runs here again.
+                    if let Ok(end) = end.await {
+                        leads.adopt(k, &session);
+                        return end;
+                    }
+                }
+                let rank =
+                    rank.unwrap_or_else(|| session.sent_jobs.fetch_add(1, Ordering::Relaxed));
+                super::execute::run_job(&session, index, rank).await
+            };
             let end = tokio::select! {
-                end = super::execute::run_job(&session, index, rank) => end,
+                end = run => end,
                 _ = cancelled.wait_for(|c| *c) => return,
             };
             if !*session.cancelled.borrow() {
@@ -154,10 +177,16 @@ impl Remote {
     /// operations in flight.
     pub fn cancel(&self) {
         let _ = self.cancel.send(true);
-        let names: Vec<String> = lock(&self.session.state)
+        self.cancel_operations();
+    }
+
+    /// Asks the server to cancel every operation of the link's still in flight, the leads' too.
+    fn cancel_operations(&self) {
+        let mut names: Vec<String> = lock(&self.session.state)
             .iter_mut()
             .filter_map(|s| s.operation.take())
             .collect();
+        names.extend(self.leads.iter().flat_map(|l| l.operations()));
         // Spawned, not waited for: this may run on one of the runtime's own threads.
         let mut cancelling = lock(&self.cancelling);
         for name in names {
@@ -205,6 +234,8 @@ impl Remote {
         if let Some(w) = self.session.health.warning() {
             lock(&self.warnings).insert(0, w);
         }
+        // A lead the scheduler never sent (the link stopped first) executes no longer.
+        self.cancel_operations();
         let _ = self.cancel.send(true);
         let cancelling = std::mem::take(&mut *lock(&self.cancelling));
         self.rt.block_on(async {
@@ -220,72 +251,6 @@ impl Remote {
         let _ = std::thread::Builder::new().spawn(move || drop(session));
         (totals, warnings)
     }
-}
-
-/// What a link's connection is made beside: it connects while the remembered digests and
-/// actions load and the inputs are read (a round trip or two on a far server); a server that
-/// cannot be used stops the reading where it is, and what was read is thrown away.
-type Connected = Result<(tokio::runtime::Runtime, Client, bool), String>;
-
-fn connect_while_reading(
-    options: &Options,
-    file: &JobFile<'_>,
-    cwd: &Path,
-    seen: &crate::job::validate::Seen,
-) -> (Connected, InputDigests, RememberedJobs, super::plan::Read) {
-    let failed = std::sync::atomic::AtomicBool::new(false);
-    std::thread::scope(|scope| {
-        // Its own thread: connecting waits, and the reading takes every core.
-        let connecting = scope.spawn(|| {
-            let connected = connect(options);
-            if connected.is_err() {
-                failed.store(true, std::sync::atomic::Ordering::Relaxed);
-            }
-            connected
-        });
-        let files = options.memo.as_ref();
-        let memo = InputDigests::load(files.map(|f| f.digests.clone()));
-        // Only with the action cache: a job remembered is built again to execute.
-        let known = match options.cache {
-            true => RememberedJobs::load(files.map(|f| f.actions.clone())),
-            false => RememberedJobs::default(),
-        };
-        let read = super::plan::read(file, cwd, &memo, seen, &failed);
-        let connected = connecting
-            .join()
-            .unwrap_or_else(|_| Err("connect to the server: the thread panicked".into()));
-        (connected, memo, known, read)
-    })
-}
-
-/// Starts the client's runtime and connects to the server, which must take SHA-256 digests and
-/// execute actions.
-fn connect(options: &Options) -> Result<(tokio::runtime::Runtime, Client, bool), String> {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .thread_name("remote")
-        .enable_all()
-        .build()
-        .map_err(|e| format!("start the remote client: {e}"))?;
-    let target = options.target.clone();
-    let (client, caps) = rt.block_on(async move {
-        tokio::time::timeout(Duration::from_secs(15), Client::connect(&target))
-            .await
-            .unwrap_or_else(|_| Err(format!("connect to {}: timed out", target.url)))
-    })?;
-    if !caps.sha256 {
-        return Err(format!(
-            "{} does not take SHA-256 digests, the only ones dtlto-bridge makes",
-            options.target.url
-        ));
-    }
-    if !caps.exec_enabled {
-        return Err(format!(
-            "{} (instance {:?}) does not execute actions",
-            options.target.url, options.target.instance
-        ));
-    }
-    Ok((rt, client, caps.cache_updates))
 }
 
 /// Writes the link's entry when every job's outputs are held by the server (from its cache or

@@ -2,7 +2,9 @@
 //! job's remote state as one record (`JobState`: its cached result no good, its outputs from
 //! the disk cache, the operation in flight, its outputs as the server holds them), the blobs
 //! sent — with the counters of what was sent and
-//! fetched, and the server's health (`health`).
+//! fetched, and the server's health (`health`). What a link's sessions share (`Shared`: the
+//! blobs sent, the counters, the health, the upload gate, the cancel) is made once: the jobs
+//! started ahead of the rest (`lead`) run on a session of their own.
 //!
 //! It is shared, read-mostly, by the lookup, the upload and each job's execution; it does not
 //! make calls of its own.
@@ -17,7 +19,7 @@ use bazel_remote_apis::build::bazel::remote::execution::v2 as re;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 #[derive(Default)]
 pub(super) struct Counters {
@@ -29,6 +31,40 @@ pub(super) struct Counters {
 
 /// How a blob's upload ended, for the jobs that wait for it (None: under way).
 pub(super) type Sent = tokio::sync::watch::Receiver<Option<Result<(), String>>>;
+
+/// What a job's lookup found: its cached result's outputs and worker, None for a miss.
+pub(super) type Hit = Option<(Vec<re::OutputFile>, String)>;
+
+/// What every session of one link shares: a blob is sent once whichever session's job needs
+/// it, the uploads pass one gate in one order, and one cancel stops them all.
+#[derive(Clone)]
+pub(super) struct Shared {
+    pub sent: Arc<Mutex<HashMap<String, Sent>>>,
+    pub counters: Arc<Counters>,
+    pub health: Arc<Health>,
+    pub gate: Arc<super::gate::Gate>,
+    pub sent_jobs: Arc<AtomicU64>,
+    pub cancelled: tokio::sync::watch::Receiver<bool>,
+}
+
+impl Shared {
+    /// What the sessions of a link on `client` share; `cancelled` is its cancel.
+    pub(super) fn new(
+        url: &str,
+        client: &Client,
+        cancelled: tokio::sync::watch::Receiver<bool>,
+    ) -> Shared {
+        Shared {
+            sent: Arc::default(),
+            counters: Arc::default(),
+            health: Arc::new(Health::new(url)),
+            // Room for a few full batches side by side, whatever the server's limit.
+            gate: super::gate::Gate::new(super::gate::MAX_BYTES.max(4 * client.max_batch)),
+            sent_jobs: Arc::default(),
+            cancelled,
+        }
+    }
+}
 
 /// One job's remote state, beyond its action.
 #[derive(Clone, Debug, Default)]
@@ -54,14 +90,14 @@ pub(super) struct Session {
     /// What building the jobs remembered (not whole) takes, should they execute.
     pub(super) later: super::plan::Later,
     /// Each blob a job has sent or is sending, by hash: the jobs that need it too wait for it.
-    pub(super) sent: Mutex<HashMap<String, Sent>>,
+    pub(super) sent: Arc<Mutex<HashMap<String, Sent>>>,
     pub(super) cache: bool,
     /// Whether the server takes action-cache updates (for the link's entry).
     pub(super) cache_updates: bool,
     pub(super) cwd: PathBuf,
     pub(super) outputs: Vec<Vec<String>>,
     pub(super) cancelled: tokio::sync::watch::Receiver<bool>,
-    pub(super) counters: Counters,
+    pub(super) counters: Arc<Counters>,
     /// The link's entry in the action cache (`lookup`): its key and its messages.
     pub(super) entry: Option<Entry>,
     /// Whether the link's entry answered this link.
@@ -76,13 +112,18 @@ pub(super) struct Session {
     /// Each job's remote state.
     pub(super) state: Mutex<Vec<JobState>>,
     /// Whether the server answers, for every call of the link.
-    pub(super) health: Health,
+    pub(super) health: Arc<Health>,
     /// The server's URL, for messages.
     pub(super) server: String,
     /// The link's upload calls, let through in the order the jobs were sent (`gate`).
-    pub(super) gate: std::sync::Arc<super::gate::Gate>,
+    pub(super) gate: Arc<super::gate::Gate>,
     /// Jobs sent so far: the next one's rank at the gate.
-    pub(super) sent_jobs: AtomicU64,
+    pub(super) sent_jobs: Arc<AtomicU64>,
+    /// The jobs started ahead of the rest on a session of their own (`lead`): the lookup
+    /// leaves them, and the link takes their ends from there.
+    pub(super) lead: Vec<bool>,
+    /// Each lead's own lookup, waited for by the link's.
+    pub(super) lead_looked: Mutex<Vec<(usize, tokio::sync::oneshot::Receiver<Hit>)>>,
 }
 
 impl Session {
@@ -94,7 +135,7 @@ impl Session {
         actions: super::plan::ActionPlan,
         file: &JobFile<'_>,
         cwd: &Path,
-        cancelled: tokio::sync::watch::Receiver<bool>,
+        shared: Shared,
     ) -> Session {
         let n = actions.jobs.len();
         let disk = match options
@@ -109,8 +150,6 @@ impl Session {
             Ok(disk) => (disk, Vec::new()),
             Err(e) => (None, vec![format!("--remote-disk-cache is not used: {e}")]),
         };
-        // Room for a few full batches side by side, whatever the server's limit.
-        let gate = super::gate::Gate::new(super::gate::MAX_BYTES.max(4 * client.max_batch));
         Session {
             client,
             entry: options
@@ -121,7 +160,7 @@ impl Session {
             files: actions.files,
             inputs: actions.inputs,
             later: actions.later,
-            sent: Mutex::default(),
+            sent: shared.sent,
             cache: options.cache,
             cache_updates: cache_updates && options.cache_write,
             entry_found: AtomicBool::new(false),
@@ -134,13 +173,15 @@ impl Session {
                 .iter()
                 .map(|j| j.outputs.iter().map(|o| o.to_string()).collect())
                 .collect(),
-            cancelled,
-            counters: Counters::default(),
+            cancelled: shared.cancelled,
+            counters: shared.counters,
             state: Mutex::new(vec![JobState::default(); n]),
-            health: Health::new(&options.target.url),
+            health: shared.health,
             server: options.target.url.clone(),
-            gate,
-            sent_jobs: AtomicU64::new(0),
+            gate: shared.gate,
+            sent_jobs: shared.sent_jobs,
+            lead: vec![false; n],
+            lead_looked: Mutex::default(),
         }
     }
 

@@ -29,7 +29,7 @@ pub(super) fn start_remote(p: &mut Prepared<'_>) -> Remoting {
         return none();
     };
     let seen = std::mem::take(&mut p.seen);
-    match crate::remote::Remote::start(options, &p.file, &p.cwd, identity, &seen) {
+    match crate::remote::Remote::start(options, &p.file, &p.cwd, identity, &seen, &p.cost) {
         Ok((remote, why)) => {
             let here: Vec<(usize, &String)> = why
                 .iter()

@@ -247,6 +247,95 @@ fn a_relink_takes_every_job_from_the_link_entry_in_one_lookup() {
     }
 }
 
+/// `n` `sh` jobs, job i reading its own input of (i + 1) * 64 bytes and `shared.h`, writing
+/// `out{i}.o`: without a history a job's cost is its module's size, so the later the costlier.
+/// The costliest runs `last` first, when given.
+fn sized_jobs(s: &Space, n: usize, last: Option<&str>) {
+    s.write("shared.h", "shared\n");
+    let jobs: Vec<Value> = (0..n)
+        .map(|i| {
+            s.write(&format!("in{i}"), &"x".repeat((i + 1) * 64));
+            let before = last.filter(|_| i == n - 1).unwrap_or("true");
+            let script = format!(
+                "{before}; cat in{i} shared.h > /dev/null && {} > out{i}.o",
+                obj!()
+            );
+            let inputs = [format!("in{i}"), "shared.h".into()];
+            sh_job(&script, &inputs, &[format!("out{i}.o")])
+        })
+        .collect();
+    s.write("j.json", &job_file(jobs));
+}
+
+#[test]
+fn the_costliest_jobs_lead_and_a_relink_still_starts_nothing() {
+    let server = Server::start();
+    let s = Space::new();
+    sized_jobs(&s, 32, None);
+    let (err, report) = linked(&s, &server, &[]);
+    assert_eq!(ran(&report), ["remote"; 32], "{err}");
+    // One job in 16 leads: the two costliest are looked up, then executed, as soon as they
+    // are read; the link's entry and the other 30 are looked up once all are read.
+    assert_eq!(
+        server.calls(Method::GetActionResult),
+        1 + 30 + 2,
+        "{:?}",
+        server.all_calls()
+    );
+    assert_eq!(server.calls(Method::Execute), 32);
+    assert_eq!(server.executed().len(), 32);
+    // A relink: these jobs (keyed by names) are not remembered, so the same two lead again;
+    // their hits are written with the others', which the link's entry answers, and nothing
+    // starts.
+    for i in 0..32 {
+        fs::remove_file(s.path(&format!("out{i}.o"))).unwrap();
+    }
+    let lookups = server.calls(Method::GetActionResult);
+    let (err, again) = linked(&s, &server, &[]);
+    assert_eq!(ran(&again), ["remote cache"; 32], "{err}");
+    assert_eq!(again["backend"], "none", "no build tool ran");
+    assert_eq!(server.calls(Method::GetActionResult) - lookups, 1 + 2);
+    assert_eq!(server.calls(Method::Execute), 32, "nothing executed again");
+    for i in 0..32 {
+        assert_eq!(s.read(&format!("out{i}.o")), object());
+    }
+}
+
+#[test]
+fn an_interrupt_cancels_a_leading_job_and_leaves_nothing() {
+    let server = Server::start();
+    let s = Space::new();
+    sized_jobs(&s, 16, Some("sleep 30"));
+    let mut cmd = s.bridge(&["j.json"]);
+    cmd.args(server.args()).stderr(Stdio::piped());
+    let child = cmd.spawn().unwrap();
+    // The other 15 end; the costliest, which led, sleeps.
+    wait_for("the 15 quick jobs to end", || server.executed().len() == 15);
+    wait_for("the leading job to run", || server.running().len() == 1);
+    let group = server.running()[0];
+    // Past the time the client needs to learn the operation's name (see the test above).
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
+    assert_eq!(
+        server.cancelled().len(),
+        1,
+        "{:?}\n{}",
+        server.all_calls(),
+        stderr(&out)
+    );
+    wait_for("the cancelled command to be killed", || {
+        server.running().is_empty()
+    });
+    assert!(
+        !crate::space::alive(group),
+        "the command {group} still runs"
+    );
+    assert!(!s.exists("out15.o"), "the leading job's output was written");
+    assert!(s.leftovers().is_empty(), "{:?}", s.leftovers());
+}
+
 #[test]
 fn a_changed_module_or_command_misses_and_says_why() {
     let server = Server::start();

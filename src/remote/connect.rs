@@ -1,0 +1,164 @@
+//! Connect: a link's connection to the server, made on a thread of its own while the link's
+//! inputs are read: first the costliest jobs' (`lead`), whose actions, once built, the
+//! connection starts as soon as it is made; then every other input. A server that cannot be
+//! used stops the reading where it is.
+//!
+//! It knows the order of those first steps; the calls are `reapi`'s, the reading `plan`'s, and
+//! how a lead runs `lead`'s.
+
+use super::action::Common;
+use super::lead::{self, Leads, Planned};
+use super::memo::compilers::AskedCompiler;
+use super::memo::inputs::InputDigests;
+use super::memo::jobs::RememberedJobs;
+use super::options::Options;
+use super::plan::{self, Read};
+use super::reapi::Client;
+use super::session::Shared;
+use crate::job::parse::JobFile;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What the link gives its remote side to start with.
+pub(super) struct Given<'a> {
+    pub options: &'a Options,
+    pub file: &'a Arc<JobFile<'static>>,
+    pub cwd: &'a Path,
+    /// What an earlier look found of the inputs.
+    pub seen: &'a crate::job::validate::Seen,
+    /// Each job's expected cost: the costliest lead.
+    pub cost: &'a [f64],
+}
+
+/// The connection made: its runtime and client, whether the server takes action-cache
+/// updates, what the link's sessions share, and the leads started on it.
+pub(super) struct Connection {
+    pub rt: tokio::runtime::Runtime,
+    pub client: Client,
+    pub cache_updates: bool,
+    pub shared: Shared,
+    pub leads: Option<Leads>,
+}
+
+/// What the first steps found: the connection (or why there is none), what every action is
+/// built with (or why it cannot be), the remembered digests and actions, and the inputs read.
+type Found = (
+    Result<Connection, String>,
+    Result<Common, String>,
+    InputDigests,
+    Arc<RememberedJobs>,
+    Read,
+);
+
+/// Connects while the remembered digests and actions load and the inputs are read (a round
+/// trip or two on a far server): the leads' inputs first, their actions built and handed to
+/// the connection, then the rest's. `cancelled` is the link's cancel.
+pub(super) fn connect_while_reading(
+    given: &Given<'_>,
+    identity: AskedCompiler,
+    cancelled: tokio::sync::watch::Receiver<bool>,
+) -> Found {
+    let Given {
+        options,
+        file,
+        cwd,
+        seen,
+        cost,
+    } = *given;
+    let failed = &AtomicBool::new(false);
+    let picked = lead::pick(cost, lead::count(cost.len()).min(options.jobs));
+    let (hand, handed) = std::sync::mpsc::channel::<Planned>();
+    std::thread::scope(|scope| {
+        // Its own thread: connecting waits, and the reading takes every core.
+        let connecting = scope.spawn(move || {
+            let (rt, client, cache_updates) = match connect(options) {
+                Ok(connected) => connected,
+                Err(e) => {
+                    failed.store(true, Ordering::Relaxed);
+                    return Err(e);
+                }
+            };
+            let shared = Shared::new(&options.target.url, &client, cancelled);
+            // The leads once built; none when the reading stopped first or built none.
+            let leads = handed.recv().ok().map(|planned| {
+                let start = lead::Start {
+                    rt: &rt,
+                    options,
+                    client: &client,
+                    cache_updates,
+                    shared: &shared,
+                    cwd,
+                };
+                Leads::start(start, planned)
+            });
+            Ok(Connection {
+                rt,
+                client,
+                cache_updates,
+                shared,
+                leads,
+            })
+        });
+        let files = options.memo.as_ref();
+        let memo = InputDigests::load(files.map(|f| f.digests.clone()));
+        // Only with the action cache: a job remembered is built again to execute.
+        let known = Arc::new(match options.cache {
+            true => RememberedJobs::load(files.map(|f| f.actions.clone())),
+            false => RememberedJobs::default(),
+        });
+        let lead_file = lead::file_of(file, &picked);
+        let lead_read = plan::read(&lead_file, cwd, &memo, seen, failed, None);
+        let before = lead_read.files_only();
+        // The compiler's answer is waited for here, whatever happens next.
+        let common = identity.answer().map(|identity| Common {
+            cwd: cwd.to_path_buf(),
+            root_is_slash: options.root_is_slash,
+            identity,
+            platform: options.platform.clone(),
+            cache: options.cache,
+            by_content: options.by_content,
+        });
+        if let (Ok(common), false) = (&common, picked.is_empty()) {
+            let planned = Planned::build(common, &known, picked, lead_file, cwd, lead_read);
+            let _ = hand.send(planned);
+        }
+        drop(hand);
+        let read = plan::read(file, cwd, &memo, seen, failed, Some(&before));
+        let connected = connecting
+            .join()
+            .unwrap_or_else(|_| Err("connect to the server: the thread panicked".into()));
+        (connected, common, memo, known, read)
+    })
+}
+
+/// Starts the client's runtime and connects to the server, which must take SHA-256 digests and
+/// execute actions.
+fn connect(options: &Options) -> Result<(tokio::runtime::Runtime, Client, bool), String> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("remote")
+        .enable_all()
+        .build()
+        .map_err(|e| format!("start the remote client: {e}"))?;
+    let target = options.target.clone();
+    let (client, caps) = rt.block_on(async move {
+        tokio::time::timeout(Duration::from_secs(15), Client::connect(&target))
+            .await
+            .unwrap_or_else(|_| Err(format!("connect to {}: timed out", target.url)))
+    })?;
+    if !caps.sha256 {
+        return Err(format!(
+            "{} does not take SHA-256 digests, the only ones dtlto-bridge makes",
+            options.target.url
+        ));
+    }
+    if !caps.exec_enabled {
+        return Err(format!(
+            "{} (instance {:?}) does not execute actions",
+            options.target.url, options.target.instance
+        ));
+    }
+    Ok((rt, client, caps.cache_updates))
+}

@@ -1,0 +1,236 @@
+//! Lead: the costliest jobs of a link, started before the rest of it is read. Their inputs are
+//! read and their actions built first; once the connection is made each is looked up in the
+//! action cache and, missed, uploaded and executed, on a session of their own, while the rest
+//! of the link is hashed, planned and looked up. A lead's hit is the link's lookup's to write,
+//! with the others'; the scheduler sends the costliest jobs first, so a lead that missed is
+//! among the first it sends: that `submit` takes the lead's end from here.
+//!
+//! It knows which jobs lead and where their ends wait; how a job runs is `execute`'s, and the
+//! order of the link's jobs is the scheduler's (`cost`, the same order).
+
+use super::action::Common;
+use super::memo::jobs::RememberedJobs;
+use super::plan::{ActionPlan, Read};
+use super::session::{Hit, JobState, Session, Shared};
+use crate::job::outcome::RemoteEnd as End;
+use crate::job::parse::JobFile;
+use crate::job::util::sync::lock;
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use tokio::sync::oneshot;
+
+/// How many of a link's `n` jobs lead: one in 16, at most 8 (the first wave's longest jobs,
+/// few enough that reading their inputs first delays the rest by little). A link of few jobs
+/// reads its inputs in no time: none of its jobs leads.
+pub(super) fn count(n: usize) -> usize {
+    (n / 16).min(8)
+}
+
+/// The `n` costliest jobs by `cost`, in the scheduler's order (the costliest, then the lowest
+/// index); none when there is a single job (nothing to be ahead of).
+pub(super) fn pick(cost: &[f64], n: usize) -> Vec<usize> {
+    if cost.len() < 2 {
+        return Vec::new();
+    }
+    let mut order: Vec<usize> = (0..cost.len()).collect();
+    order.sort_by(|&a, &b| cost[b].total_cmp(&cost[a]).then(a.cmp(&b)));
+    order.truncate(n);
+    order
+}
+
+/// The link's file with the jobs `picked` alone, in that order.
+pub(super) fn file_of(file: &JobFile<'static>, picked: &[usize]) -> JobFile<'static> {
+    JobFile {
+        schema: file.schema,
+        linker_output: file.linker_output.clone(),
+        jobs: picked.iter().map(|&i| file.jobs[i].clone()).collect(),
+    }
+}
+
+/// The leads read, their actions built: what the connection starts once it is made.
+pub(super) struct Planned {
+    pub picked: Vec<usize>,
+    pub file: Arc<JobFile<'static>>,
+    pub plan: ActionPlan,
+    /// Whether each picked job leads: its action was built, and it is new (a job remembered
+    /// from the last link, its action unchanged, is most likely in the action cache: it is
+    /// looked up with the rest).
+    pub leads: Vec<bool>,
+}
+
+impl Planned {
+    /// The actions of the `picked` jobs, from what `read` found of them; `known` the actions
+    /// remembered from the last link.
+    pub(super) fn build(
+        common: &Common,
+        known: &Arc<RememberedJobs>,
+        picked: Vec<usize>,
+        file: JobFile<'static>,
+        cwd: &Path,
+        read: Read,
+    ) -> Planned {
+        let file = Arc::new(file);
+        let (plan, why) = ActionPlan::build(common, known.clone(), &file, cwd, read);
+        let leads = (plan.jobs.iter().zip(&why))
+            .map(|(job, why)| why.is_none() && job.as_ref().is_some_and(|j| j.whole))
+            .collect();
+        Planned {
+            picked,
+            file,
+            plan,
+            leads,
+        }
+    }
+}
+
+/// The leads under way: each one's lookup, waited for by the link's, and its end, by the
+/// link's `submit`.
+pub(super) struct Leads {
+    /// The leads' own session: job `k` there is job `index[k]` of the link.
+    session: Arc<Session>,
+    index: Vec<usize>,
+    /// Each lead's lookup to come, by its index in the link; taken once, by the link's session.
+    looked: Mutex<Vec<(usize, oneshot::Receiver<Hit>)>>,
+    /// Each missed lead's end to come, by its index in the link; taken once.
+    ends: Mutex<HashMap<usize, (usize, oneshot::Receiver<End>)>>,
+}
+
+/// What the link's session needs to start the leads' own.
+pub(super) struct Start<'a> {
+    pub rt: &'a tokio::runtime::Runtime,
+    pub options: &'a super::options::Options,
+    pub client: &'a super::reapi::Client,
+    pub cache_updates: bool,
+    pub shared: &'a Shared,
+    pub cwd: &'a Path,
+}
+
+impl Leads {
+    /// Starts every lead: looked up, then, missed, uploaded and executed, ranked first at the
+    /// upload gate.
+    pub(super) fn start(s: Start<'_>, planned: Planned) -> Leads {
+        let Planned {
+            picked,
+            file,
+            plan,
+            leads,
+        } = planned;
+        let mut session = Session::new(
+            s.options,
+            s.client.clone(),
+            s.cache_updates,
+            plan,
+            &file,
+            s.cwd,
+            s.shared.clone(),
+        );
+        // The link's entry is the link's, written by its own session.
+        session.entry = None;
+        let session = Arc::new(session);
+        let mut ends = HashMap::new();
+        let mut looked = Vec::new();
+        for (k, i) in picked.iter().enumerate().filter(|(k, _)| leads[*k]) {
+            let (tell_hit, hit) = oneshot::channel();
+            looked.push((*i, hit));
+            let (tell_end, end) = oneshot::channel();
+            ends.insert(*i, (k, end));
+            let rank = session.sent_jobs.fetch_add(1, Ordering::Relaxed);
+            let session = session.clone();
+            s.rt.spawn(async move {
+                let mut cancelled = session.cancelled.clone();
+                let run = async {
+                    // Asked first, like every job: a hit is written by the link's lookup.
+                    let hit = super::lookup::ask_one(&session, k).await;
+                    let missed = hit.is_none();
+                    let _ = tell_hit.send(hit);
+                    if missed {
+                        let end = super::execute::run_job(&session, k, rank).await;
+                        let _ = tell_end.send(end);
+                    }
+                };
+                tokio::select! {
+                    _ = run => {}
+                    _ = cancelled.wait_for(|c| *c) => {}
+                }
+            });
+        }
+        Leads {
+            session,
+            index: picked,
+            looked: Mutex::new(looked),
+            ends: Mutex::new(ends),
+        }
+    }
+
+    /// The jobs of the link that lead, each with its lookup to wait for: taken once.
+    pub(super) fn looked(&self) -> Vec<(usize, oneshot::Receiver<Hit>)> {
+        std::mem::take(&mut *lock(&self.looked))
+    }
+
+    /// Job `index`'s end to wait for, when it leads and was not taken before, and the state to
+    /// give the link's session once it comes (`adopt`).
+    pub(super) fn take(&self, index: usize) -> Option<(usize, oneshot::Receiver<End>)> {
+        lock(&self.ends).remove(&index)
+    }
+
+    /// The state lead `k` left (its outputs as the server holds them, whether they came from
+    /// the disk cache), given to job `index[k]` of the link's `session`.
+    pub(super) fn adopt(&self, k: usize, session: &Session) {
+        let JobState {
+            bad_result,
+            from_disk,
+            result,
+            ..
+        } = lock(&self.session.state)[k].clone();
+        let state = &mut lock(&session.state)[self.index[k]];
+        state.bad_result = bad_result;
+        state.from_disk = from_disk;
+        state.result = result;
+    }
+
+    /// The operations of the leads still executing, each taken (to be cancelled once).
+    pub(super) fn operations(&self) -> Vec<String> {
+        lock(&self.session.state)
+            .iter_mut()
+            .filter_map(|s| s.operation.take())
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pick;
+
+    #[test]
+    fn one_job_in_sixteen_leads_at_most_eight() {
+        let cases = [
+            (0, 0),
+            (5, 0),
+            (15, 0),
+            (16, 1),
+            (47, 2),
+            (128, 8),
+            (1049, 8),
+        ];
+        for (n, leads) in cases {
+            assert_eq!(super::count(n), leads, "{n} jobs");
+        }
+    }
+
+    #[test]
+    fn the_costliest_lead_in_the_schedulers_order() {
+        let cases: &[(&[f64], usize, &[usize])] = &[
+            (&[1.0, 5.0, 3.0, 5.0, 2.0], 3, &[1, 3, 2]),
+            (&[1.0, 5.0, 3.0], 8, &[1, 2, 0]),
+            (&[4.0, 4.0, 4.0], 2, &[0, 1]),
+            (&[9.0], 8, &[]),
+            (&[], 8, &[]),
+            (&[1.0, 2.0], 0, &[]),
+        ];
+        for (cost, n, want) in cases {
+            assert_eq!(pick(cost, *n), *want, "{cost:?} {n}");
+        }
+    }
+}
