@@ -108,24 +108,36 @@ pub(super) fn connect_while_reading(
             true => RememberedJobs::load(files.map(|f| f.actions.clone())),
             false => RememberedJobs::default(),
         });
-        let lead_file = lead::file_of(file, &picked);
-        let lead_read = plan::read(&lead_file, cwd, &memo, seen, failed, None);
-        let before = lead_read.files_only();
-        // The compiler's answer is waited for here, whatever happens next.
-        let common = identity.answer().map(|identity| Common {
-            cwd: cwd.to_path_buf(),
-            root_is_slash: options.root_is_slash,
-            identity,
-            platform: options.platform.clone(),
-            cache: options.cache,
-            by_content: options.by_content,
-        });
-        if let (Ok(common), false) = (&common, picked.is_empty()) {
-            let planned = Planned::build(common, &known, picked, lead_file, cwd, lead_read);
-            let _ = hand.send(planned);
-        }
+        // The compiler's answer is waited for, whatever happens next: first when jobs lead
+        // (their actions need it), else once the inputs are read.
+        let common = |identity: AskedCompiler| {
+            identity.answer().map(|identity| Common {
+                cwd: cwd.to_path_buf(),
+                root_is_slash: options.root_is_slash,
+                identity,
+                platform: options.platform.clone(),
+                cache: options.cache,
+                by_content: options.by_content,
+            })
+        };
+        let mut before = None;
+        let answered = match picked.is_empty() {
+            true => Err(identity),
+            false => {
+                let lead_file = lead::file_of(file, &picked);
+                let lead_read = plan::read(&lead_file, cwd, &memo, seen, failed, None);
+                before = Some(lead_read.files_only());
+                let made = common(identity);
+                if let Ok(made) = &made {
+                    let planned = Planned::build(made, &known, picked, lead_file, cwd, lead_read);
+                    let _ = hand.send(planned);
+                }
+                Ok(made)
+            }
+        };
         drop(hand);
-        let read = plan::read(file, cwd, &memo, seen, failed, Some(&before));
+        let read = plan::read(file, cwd, &memo, seen, failed, before.as_ref());
+        let common = answered.unwrap_or_else(common);
         let connected = connecting
             .join()
             .unwrap_or_else(|_| Err("connect to the server: the thread panicked".into()));

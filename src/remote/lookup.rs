@@ -1,9 +1,10 @@
-//! Lookup: decides a link's cache hits before any job starts. With a disk cache, a job
+//! Lookup: decides a link's cache hits before the scheduler starts any job (only the costliest,
+//! `lead`, may be under way: each asked for itself, and its hit is written here). With a disk cache, a job
 //! remembered with its last result whose outputs are kept there comes first, copied, the server
 //! not asked (each kept file hashed against its digest and checked as an object). Then the link's
 //! own entry (`entry`): one action-cache entry, keyed by every job's action, that names every
-//! job's outputs. Then the action of each job still unknown, many calls in flight. The hits'
-//! outputs are fetched in batches and written atomically, and verified like local ones. Once the
+//! job's outputs. Then the action of each job still unknown, many calls in flight, and the
+//! leads' own answers. The hits' outputs are fetched in batches and written atomically, and verified like local ones. Once the
 //! link is over it remembers each job's result and keeps its outputs on disk (`keep`).
 //!
 //! It knows the action cache; it does not run jobs (the runner does the misses) or decide what
@@ -48,7 +49,8 @@ pub(super) async fn look_up(session: Arc<Session>) -> Vec<Option<End>> {
     let t = std::time::Instant::now();
     let mut ends = from_disk(&session);
     let mut found: Vec<Option<(Files, String)>> = vec![None; n];
-    // The jobs started ahead of the rest (`lead`) are asked by their Execute, not here.
+    // The jobs started ahead of the rest (`lead`) asked for themselves: their answers are
+    // waited for below.
     let rest = (0..n).any(|i| ends[i].is_none() && session.jobs[i].is_some() && !session.lead[i]);
     let answered = rest && from_entry(&session, &ends, &mut found).await;
     ask_each(&session, &ends, &mut found).await;
@@ -84,9 +86,9 @@ pub(super) async fn look_up(session: Arc<Session>) -> Vec<Option<End>> {
         part.push((i, files, worker));
     }
     write_part(&session, part, &mut ends, lookup_seconds).await;
-    // An entry that answered for every job stands (one whose key matched names the leads'
-    // outputs too); one that did not is written again.
-    let whole = answered && (0..n).all(|i| ends[i].is_some() || session.lead[i]);
+    // An entry that answered for every job stands; one that did not (a lead that missed, or
+    // whose hit could not be taken, among them) is written again.
+    let whole = answered && ends.iter().all(Option::is_some);
     session.entry_found.store(whole, Ordering::Relaxed);
     ends
 }

@@ -27,6 +27,8 @@ const ENTRY_WRITE: Duration = Duration::from_secs(3);
 
 /// A link's connection to the server, and the jobs it can run there.
 pub struct Remote {
+    /// Dropped before the runtime: stops what still runs when the link drops its handle unfinished.
+    stop: Stop,
     rt: tokio::runtime::Runtime,
     session: Arc<Session>,
     /// The costliest jobs, started before the rest was read (`lead`).
@@ -89,12 +91,20 @@ impl Remote {
             why[*i] = None;
         }
         session.lead_looked = Mutex::new(looked);
+        let (session, leads, cancel) = (Arc::new(session), leads.map(Arc::new), Arc::new(cancel));
         Ok((
             Remote {
+                stop: Stop {
+                    armed: true,
+                    cancel: cancel.clone(),
+                    session: session.clone(),
+                    leads: leads.clone(),
+                    handle: rt.handle().clone(),
+                },
                 rt,
-                session: Arc::new(session),
-                leads: leads.map(Arc::new),
-                cancel: Arc::new(cancel),
+                session,
+                leads,
+                cancel,
                 cancelling: Mutex::new(Vec::new()),
                 server: options.target.url.clone(),
                 warnings: Arc::new(Mutex::new(warnings)),
@@ -102,8 +112,9 @@ impl Remote {
             why,
         ))
     }
-    /// Looks every job up in the action cache before any runs, and writes the hits' outputs:
-    /// each hit's end, None for the jobs still to run. Nothing when the cache is off.
+    /// Looks every job up in the action cache before the scheduler starts any (the leads,
+    /// started already, asked for themselves), and writes the hits' outputs: each hit's end,
+    /// None for the jobs still to run. Nothing when the cache is off.
     pub fn look_up(&self) -> Vec<Option<End>> {
         if !self.session.cache {
             return vec![None; self.session.jobs.len()];
@@ -182,11 +193,7 @@ impl Remote {
 
     /// Asks the server to cancel every operation of the link's still in flight, the leads' too.
     fn cancel_operations(&self) {
-        let mut names: Vec<String> = lock(&self.session.state)
-            .iter_mut()
-            .filter_map(|s| s.operation.take())
-            .collect();
-        names.extend(self.leads.iter().flat_map(|l| l.operations()));
+        let names = operations(&self.session, self.leads.as_deref());
         // Spawned, not waited for: this may run on one of the runtime's own threads.
         let mut cancelling = lock(&self.cancelling);
         for name in names {
@@ -202,7 +209,8 @@ impl Remote {
 
     /// Waits for nothing more: the run is over. Returns what was sent and fetched, and the
     /// warnings to print.
-    pub fn finish(self) -> (Totals, Vec<String>) {
+    pub fn finish(mut self) -> (Totals, Vec<String>) {
+        self.stop.armed = false;
         let c = &self.session.counters;
         let totals = Totals {
             server: self.server.clone(),
@@ -234,9 +242,9 @@ impl Remote {
         if let Some(w) = self.session.health.warning() {
             lock(&self.warnings).insert(0, w);
         }
+        let _ = self.cancel.send(true);
         // A lead the scheduler never sent (the link stopped first) executes no longer.
         self.cancel_operations();
-        let _ = self.cancel.send(true);
         let cancelling = std::mem::take(&mut *lock(&self.cancelling));
         self.rt.block_on(async {
             for handle in cancelling {
@@ -250,6 +258,47 @@ impl Remote {
         let session = self.session;
         let _ = std::thread::Builder::new().spawn(move || drop(session));
         (totals, warnings)
+    }
+}
+
+/// The operations of the link still in flight, the leads' too, each taken (cancelled once).
+fn operations(session: &Session, leads: Option<&Leads>) -> Vec<String> {
+    let mut names: Vec<String> = lock(&session.state)
+        .iter_mut()
+        .filter_map(|s| s.operation.take())
+        .collect();
+    names.extend(leads.iter().flat_map(|l| l.operations()));
+    names
+}
+
+/// What a link that drops its handle unfinished (it failed after the lookup, before any job
+/// was sent) leaves running: nothing is written from then on, and the operations in flight
+/// (the leads') are cancelled, a few seconds at most.
+struct Stop {
+    armed: bool,
+    cancel: Arc<tokio::sync::watch::Sender<bool>>,
+    session: Arc<Session>,
+    leads: Option<Arc<Leads>>,
+    handle: tokio::runtime::Handle,
+}
+
+impl Drop for Stop {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let _ = self.cancel.send(true);
+        let names = operations(&self.session, self.leads.as_deref());
+        let client = self.session.client.clone();
+        let cancelled = async move {
+            for name in names {
+                let _ = client.clone().cancel(&name).await;
+            }
+        };
+        // The timer is made inside the runtime, which has it.
+        let _ = (self.handle).block_on(async {
+            tokio::time::timeout(Duration::from_secs(3), cancelled).await
+        });
     }
 }
 

@@ -1,4 +1,5 @@
-//! Connect: the remote side of a run before anything starts — the connection, which jobs may
+//! Connect: the remote side of a run before the scheduler starts anything — the connection
+//! (the costliest jobs started on it as soon as it is made, `remote`'s leads), which jobs may
 //! go there, and the action cache's answers (their outputs written and verified); and the
 //! `RemoteLane` through which the scheduler hands the rest to the remote runner.
 //!
@@ -57,7 +58,7 @@ pub(super) fn start_remote(p: &mut Prepared<'_>) -> Remoting {
 }
 
 /// Each job's end when the action cache had it (its outputs written and verified), looked up
-/// before anything starts; empty without a server. A signal stops the lookup.
+/// before the scheduler starts anything; empty without a server. A signal stops the lookup.
 pub(super) fn look_up(remoting: &mut Remoting, watch: &Watch) -> Vec<Option<RemoteEnd>> {
     let Some(remote) = &remoting.remote else {
         return Vec::new();

@@ -1,6 +1,7 @@
 //! Engine: carries out one link's jobs in five steps, one module each: `prepare` (load and
-//! check the job file, find where slots come from), `connect` (with `--remote`, connect and let
-//! the action cache answer what it can before anything starts; the hits' outputs are written),
+//! check the job file, find where slots come from), `connect` (with `--remote`, connect, start
+//! the costliest jobs there, and let the action cache answer what it can before the scheduler
+//! starts anything; the hits' outputs are written),
 //! `build` (the build file of the jobs left is written into a private directory, and the
 //! scheduler serves the launchers the build tool starts, or with `direct` starts the jobs itself;
 //! nothing starts when no job is left), `settle` (every launcher gone, outputs checked, the traces
@@ -66,9 +67,10 @@ pub fn run_file(
     let built = match build::build(&mut prepared, remote, &hits, start, watch) {
         Ok(built) => built,
         Err(fail) => {
-            // No build tool for the misses: the hits' outputs go too, as a failed link's.
-            for (index, _) in hits.iter().enumerate().filter(|(_, h)| h.is_some()) {
-                files::remove(&prepared.cwd, &prepared.file.jobs[index].outputs);
+            // No build tool for the misses: every output goes, as a failed link's (the hits',
+            // and those of the jobs that led, stopped when the remote side was dropped).
+            for job in &prepared.file.jobs {
+                files::remove(&prepared.cwd, &job.outputs);
             }
             return Err(fail);
         }

@@ -337,6 +337,43 @@ fn an_interrupt_cancels_a_leading_job_and_leaves_nothing() {
 }
 
 #[test]
+fn a_link_that_fails_after_its_lookup_leaves_no_lead_running_and_no_output() {
+    let server = Server::start();
+    // The link's own lookup (its entry, then each job) outlasts a lead's lookup and Execute.
+    server.set(|f| {
+        f.slow.insert(
+            Method::GetActionResult,
+            std::time::Duration::from_millis(1000),
+        );
+    });
+    let failed = |s: &Space| {
+        let (out, _) = link(s, &server, &["--ninja=/nonexistent/ninja"]);
+        let err = stderr(&out);
+        assert!(!out.status.success() && err.contains("ninja"), "{err}");
+        let left: Vec<String> = (0..16)
+            .map(|i| format!("out{i}.o"))
+            .filter(|o| s.exists(o))
+            .collect();
+        assert!(left.is_empty(), "outputs of a failed link: {left:?}\n{err}");
+        assert!(s.leftovers().is_empty(), "{:?}", s.leftovers());
+    };
+    // A lead still executing when the link fails is cancelled on the server.
+    let s = Space::new();
+    sized_jobs(&s, 16, Some("sleep 30"));
+    failed(&s);
+    assert_eq!(server.cancelled().len(), 1, "{:?}", server.all_calls());
+    wait_for("the lead's command to be killed", || {
+        server.running().is_empty()
+    });
+    // A lead that ended before the link failed loses its output with the rest.
+    let s = Space::new();
+    sized_jobs(&s, 16, None);
+    let before = server.executed().len();
+    failed(&s);
+    assert_eq!(server.executed().len() - before, 1, "the lead executed");
+}
+
+#[test]
 fn a_changed_module_or_command_misses_and_says_why() {
     let server = Server::start();
     let s = Space::new();
