@@ -149,7 +149,8 @@ async fn execute(
     job: &JobAction,
 ) -> Result<Box<re::ExecuteResponse>, tonic::Status> {
     // The lookup before the run asked the action cache already: this job missed it (or its
-    // result was no good, and the cache is skipped).
+    // result was no good, and the cache is skipped). When it was not asked (the link's leads
+    // all missed), Execute asks.
     let skip_cache = !session.cache || lock(&session.state)[index].bad_result;
     let mut resume: Option<String> = None;
     let mut backoff = Backoff::new();

@@ -3,8 +3,8 @@
 //! remembered with its last result whose outputs are kept there comes first, copied, the server
 //! not asked (each kept file hashed against its digest and checked as an object). Then the link's
 //! own entry (`entry`): one action-cache entry, keyed by every job's action, that names every
-//! job's outputs. Then the action of each job still unknown, many calls in flight, and the
-//! leads' own answers. The hits' outputs are fetched in batches and written atomically, and verified like local ones. Once the
+//! job's outputs. Then the action of each job still unknown, many calls in flight, unless every
+//! lead missed (the rest then ask through their Execute). The hits' outputs are fetched in batches and written atomically, and verified like local ones. Once the
 //! link is over it remembers each job's result and keeps its outputs on disk (`keep`).
 //!
 //! It knows the action cache; it does not run jobs (the runner does the misses) or decide what
@@ -49,17 +49,24 @@ pub(super) async fn look_up(session: Arc<Session>) -> Vec<Option<End>> {
     let t = std::time::Instant::now();
     let mut ends = from_disk(&session);
     let mut found: Vec<Option<(Files, String)>> = vec![None; n];
-    // The jobs started ahead of the rest (`lead`) asked for themselves: their answers are
-    // waited for below.
-    let rest = (0..n).any(|i| ends[i].is_none() && session.jobs[i].is_some() && !session.lead[i]);
-    let answered = rest && from_entry(&session, &ends, &mut found).await;
-    ask_each(&session, &ends, &mut found).await;
-    // Each lead asked for itself as soon as it could: its hit is written with the others'.
+    // Each job started ahead of the rest (`lead`) asked for itself as soon as it could: its hit
+    // is written with the others'.
     let looked = std::mem::take(&mut *lock(&session.lead_looked));
+    let (led, mut led_hits) = (looked.len(), 0);
     for (i, hit) in looked {
         if let (Ok(Some(hit)), None) = (hit.await, &ends[i]) {
             found[i] = Some(hit);
+            led_hits += 1;
         }
+    }
+    let rest = (0..n).any(|i| ends[i].is_none() && session.jobs[i].is_some() && !session.lead[i]);
+    let answered = rest && from_entry(&session, &ends, &mut found).await;
+    // Leads that all missed, and no entry: the cache does not know this link's actions, and a
+    // lookup of each job would most likely miss too. The rest ask through their Execute, which
+    // looks the cache up itself (a hit there is as good), instead of one call each before
+    // anything starts.
+    if led == 0 || led_hits > 0 || answered {
+        ask_each(&session, &ends, &mut found).await;
     }
     let lookup_seconds = t.elapsed().as_secs_f64();
     // Fetched and written a part at a time, so that the link holds at most HELD bytes.

@@ -275,10 +275,11 @@ fn the_costliest_jobs_lead_and_a_relink_still_starts_nothing() {
     let (err, report) = linked(&s, &server, &[]);
     assert_eq!(ran(&report), ["remote"; 32], "{err}");
     // One job in 16 leads: the two costliest are looked up, then executed, as soon as they
-    // are read; the link's entry and the other 30 are looked up once all are read.
+    // are read; the link's entry is looked up once all are read. Both leads missed: the other
+    // 30 ask the cache through their Execute, not one lookup each.
     assert_eq!(
         server.calls(Method::GetActionResult),
-        1 + 30 + 2,
+        1 + 2,
         "{:?}",
         server.all_calls()
     );
@@ -296,6 +297,15 @@ fn the_costliest_jobs_lead_and_a_relink_still_starts_nothing() {
     assert_eq!(again["backend"], "none", "no build tool ran");
     assert_eq!(server.calls(Method::GetActionResult) - lookups, 1 + 2);
     assert_eq!(server.calls(Method::Execute), 32, "nothing executed again");
+    // The two leads changed, the rest not: both leads miss, so the rest are not looked up one
+    // by one, and Execute answers them from the cache all the same.
+    s.write("in31", &"y".repeat(32 * 64));
+    s.write("in30", &"y".repeat(31 * 64));
+    let (err, third) = linked(&s, &server, &[]);
+    let mut want = vec!["remote cache"; 30];
+    want.extend(["remote"; 2]);
+    assert_eq!(ran(&third), want, "{err}");
+    assert_eq!(server.executed().len(), 34, "only the two changed jobs executed");
     for i in 0..32 {
         assert_eq!(s.read(&format!("out{i}.o")), object());
     }
