@@ -95,6 +95,21 @@ pub(super) struct Leads {
     looked: Mutex<Vec<(usize, oneshot::Receiver<Hit>)>>,
     /// Each missed lead's end to come, by its index in the link; taken once.
     ends: Mutex<HashMap<usize, (usize, oneshot::Receiver<End>)>>,
+    /// How many leads are still uploading.
+    uploading: tokio::sync::watch::Receiver<usize>,
+}
+
+/// How long the other jobs wait, at most, for the leads' uploads: the leads' inputs have the
+/// link's bandwidth (and this machine's cores) to themselves that long.
+const HEAD_START: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// A lead's upload under way: counted off when it ends, however it ends.
+struct Uploaded<'a>(&'a tokio::sync::watch::Sender<usize>);
+
+impl Drop for Uploaded<'_> {
+    fn drop(&mut self) {
+        self.0.send_modify(|n| *n = n.saturating_sub(1));
+    }
 }
 
 /// What the link's session needs to start the leads' own.
@@ -131,7 +146,11 @@ impl Leads {
         let session = Arc::new(session);
         let mut ends = HashMap::new();
         let mut looked = Vec::new();
+        let count = leads.iter().filter(|l| **l).count();
+        let (pending, uploading) = tokio::sync::watch::channel(count);
+        let pending = Arc::new(pending);
         for (k, i) in picked.iter().enumerate().filter(|(k, _)| leads[*k]) {
+            let pending = pending.clone();
             let (tell_hit, hit) = oneshot::channel();
             looked.push((*i, hit));
             let (tell_end, end) = oneshot::channel();
@@ -141,8 +160,15 @@ impl Leads {
             s.rt.spawn(async move {
                 let mut cancelled = session.cancelled.clone();
                 let run = async {
-                    // Asked first, like every job: a hit is written by the link's lookup.
-                    let hit = super::lookup::ask_one(&session, k).await;
+                    // Asked like every job (a hit is written by the link's lookup), its inputs
+                    // sent meanwhile: sent for nothing on a hit, a round trip sooner on a miss.
+                    let uploaded = Uploaded(&pending);
+                    let (hit, ()) = tokio::join!(super::lookup::ask_one(&session, k), async {
+                        if let Some(job) = session.jobs[k].as_ref() {
+                            let _ = super::upload::upload_job(&session, k, job, rank).await;
+                        }
+                    });
+                    drop(uploaded);
                     let missed = hit.is_none();
                     let _ = tell_hit.send(hit);
                     if missed {
@@ -158,10 +184,18 @@ impl Leads {
         }
         Leads {
             session,
+            uploading,
             index: picked,
             looked: Mutex::new(looked),
             ends: Mutex::new(ends),
         }
+    }
+
+    /// Waits until every lead's inputs are sent (or could not be), HEAD_START at most: what a
+    /// job that does not lead does before its own upload.
+    pub(super) async fn head_start(&self) {
+        let mut uploading = self.uploading.clone();
+        let _ = tokio::time::timeout(HEAD_START, uploading.wait_for(|n| *n == 0)).await;
     }
 
     /// The jobs of the link that lead, each with its lookup to wait for: taken once.

@@ -3,9 +3,11 @@
 //! shard rewritten `shard/`), the link's actions built on every core (`plan`); what is
 //! remembered between links (`memo`: input digests, jobs' actions, the compiler's identity);
 //! the user's options (`options`); one link's session and each job's state (`session`); the
-//! lookup before anything starts (`lookup`) and the link's own cache entry (`entry`); the
-//! upload (`upload`) and each job from Execute to checked outputs (`execute`); outputs kept on
-//! this machine (`disk`); the link's handle that joins them (`runner`); doctor's probe (`probe`).
+//! connection made while the inputs are read (`connect`) and the costliest jobs started on it
+//! first (`lead`); the lookup before the scheduler starts anything (`lookup`) and the link's
+//! own cache entry (`entry`); the upload (`upload`) and each job from Execute to checked
+//! outputs (`execute`); outputs kept on this machine (`disk`); the link's handle that joins
+//! them (`runner`); doctor's probe (`probe`).
 //! Beside the REAPI client, the other way to run jobs on other machines: each job as one
 //! bundle for distcc and icecream hosts, and the host's entry (`bundle/`, the same plan of a
 //! job as `action`).

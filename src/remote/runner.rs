@@ -170,6 +170,10 @@ impl Remote {
                         return end;
                     }
                 }
+                // The leads' inputs go first, alone.
+                if let Some(leads) = leads.as_ref().filter(|_| rank.is_some()) {
+                    leads.head_start().await;
+                }
                 let rank =
                     rank.unwrap_or_else(|| session.sent_jobs.fetch_add(1, Ordering::Relaxed));
                 super::execute::run_job(&session, index, rank).await
@@ -296,9 +300,8 @@ impl Drop for Stop {
             }
         };
         // The timer is made inside the runtime, which has it.
-        let _ = (self.handle).block_on(async {
-            tokio::time::timeout(Duration::from_secs(3), cancelled).await
-        });
+        let _ = (self.handle)
+            .block_on(async { tokio::time::timeout(Duration::from_secs(3), cancelled).await });
     }
 }
 

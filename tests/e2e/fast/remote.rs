@@ -305,7 +305,11 @@ fn the_costliest_jobs_lead_and_a_relink_still_starts_nothing() {
     let mut want = vec!["remote cache"; 30];
     want.extend(["remote"; 2]);
     assert_eq!(ran(&third), want, "{err}");
-    assert_eq!(server.executed().len(), 34, "only the two changed jobs executed");
+    assert_eq!(
+        server.executed().len(),
+        34,
+        "only the two changed jobs executed"
+    );
     for i in 0..32 {
         assert_eq!(s.read(&format!("out{i}.o")), object());
     }
