@@ -72,35 +72,7 @@ pub(super) fn connect_while_reading(
     let (hand, handed) = std::sync::mpsc::channel::<Planned>();
     std::thread::scope(|scope| {
         // Its own thread: connecting waits, and the reading takes every core.
-        let connecting = scope.spawn(move || {
-            let (rt, client, cache_updates) = match connect(options) {
-                Ok(connected) => connected,
-                Err(e) => {
-                    failed.store(true, Ordering::Relaxed);
-                    return Err(e);
-                }
-            };
-            let shared = Shared::new(&options.target.url, &client, cancelled);
-            // The leads once built; none when the reading stopped first or built none.
-            let leads = handed.recv().ok().map(|planned| {
-                let start = lead::Start {
-                    rt: &rt,
-                    options,
-                    client: &client,
-                    cache_updates,
-                    shared: &shared,
-                    cwd,
-                };
-                Leads::start(start, planned)
-            });
-            Ok(Connection {
-                rt,
-                client,
-                cache_updates,
-                shared,
-                leads,
-            })
-        });
+        let connecting = scope.spawn(move || connection(options, cwd, cancelled, failed, handed));
         let files = options.memo.as_ref();
         let memo = InputDigests::load(files.map(|f| f.digests.clone()));
         // Only with the action cache: a job remembered is built again to execute.
@@ -110,16 +82,7 @@ pub(super) fn connect_while_reading(
         });
         // The compiler's answer is waited for, whatever happens next: first when jobs lead
         // (their actions need it), else once the inputs are read.
-        let common = |identity: AskedCompiler| {
-            identity.answer().map(|identity| Common {
-                cwd: cwd.to_path_buf(),
-                root_is_slash: options.root_is_slash,
-                identity,
-                platform: options.platform.clone(),
-                cache: options.cache,
-                by_content: options.by_content,
-            })
-        };
+        let common = |identity: AskedCompiler| common(options, cwd, identity);
         let mut before = None;
         let answered = match picked.is_empty() {
             true => Err(identity),
@@ -142,6 +105,55 @@ pub(super) fn connect_while_reading(
             .join()
             .unwrap_or_else(|_| Err("connect to the server: the thread panicked".into()));
         (connected, common, memo, known, read)
+    })
+}
+
+/// The connecting thread: the connection, and the leads started on it once they are handed
+/// over (none when the reading hands none); `failed` is set when there is no connection.
+fn connection(
+    options: &Options,
+    cwd: &Path,
+    cancelled: tokio::sync::watch::Receiver<bool>,
+    failed: &AtomicBool,
+    handed: std::sync::mpsc::Receiver<Planned>,
+) -> Result<Connection, String> {
+    let (rt, client, cache_updates) = match connect(options) {
+        Ok(connected) => connected,
+        Err(e) => {
+            failed.store(true, Ordering::Relaxed);
+            return Err(e);
+        }
+    };
+    let shared = Shared::new(&options.target.url, &client, cancelled);
+    let leads = handed.recv().ok().map(|planned| {
+        let start = lead::Start {
+            rt: &rt,
+            options,
+            client: &client,
+            cache_updates,
+            shared: &shared,
+            cwd,
+        };
+        Leads::start(start, planned)
+    });
+    Ok(Connection {
+        rt,
+        client,
+        cache_updates,
+        shared,
+        leads,
+    })
+}
+
+/// What every action of the link is built with, once the compiler has answered.
+fn common(options: &Options, cwd: &Path, identity: AskedCompiler) -> Result<Common, String> {
+    identity.answer().map(|identity| Common {
+        cwd: cwd.to_path_buf(),
+        root_is_slash: options.root_is_slash,
+        identity,
+        platform: options.platform.clone(),
+        cache: options.cache,
+        by_content: options.by_content,
     })
 }
 
