@@ -326,28 +326,7 @@ fn an_interrupt_cancels_a_leading_job_and_leaves_nothing() {
     // The other 15 end; the costliest, which led, sleeps.
     wait_for("the 15 quick jobs to end", || server.executed().len() == 15);
     wait_for("the leading job to run", || server.running().len() == 1);
-    let group = server.running()[0];
-    // Past the time the client needs to learn the operation's name (see the test above).
-    std::thread::sleep(std::time::Duration::from_millis(300));
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-    let out = child.wait_with_output().unwrap();
-    assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
-    assert_eq!(
-        server.cancelled().len(),
-        1,
-        "{:?}\n{}",
-        server.all_calls(),
-        stderr(&out)
-    );
-    wait_for("the cancelled command to be killed", || {
-        server.running().is_empty()
-    });
-    assert!(
-        !crate::space::alive(group),
-        "the command {group} still runs"
-    );
-    assert!(!s.exists("out15.o"), "the leading job's output was written");
-    assert!(s.leftovers().is_empty(), "{:?}", s.leftovers());
+    interrupted(&s, &server, child, "out15.o");
 }
 
 #[test]
@@ -544,6 +523,12 @@ fn an_interrupt_cancels_the_remote_operation_and_leaves_nothing() {
     cmd.args(server.args()).stderr(Stdio::piped());
     let child = cmd.spawn().unwrap();
     wait_for("the server to run the job", || !server.running().is_empty());
+    interrupted(&s, &server, child, "slow.o");
+}
+
+/// Interrupts `child`, a link whose one job still running on `server` writes `output`: the link
+/// exits 130, the server cancels the operation and kills the command, and nothing is left.
+fn interrupted(s: &Space, server: &Server, child: std::process::Child, output: &str) {
     let group = server.running()[0];
     // The client names the operation to cancel once Execute's first message has reached it;
     // an interrupt within some 30 ms of the command's start finds no name and cancels nothing
@@ -566,7 +551,7 @@ fn an_interrupt_cancels_the_remote_operation_and_leaves_nothing() {
         !crate::space::alive(group),
         "the command {group} still runs"
     );
-    assert!(!s.exists("slow.o"), "an output was written");
+    assert!(!s.exists(output), "{output} was written");
     assert!(s.leftovers().is_empty(), "{:?}", s.leftovers());
 }
 
