@@ -88,9 +88,8 @@ impl Planned {
 /// The leads under way: each one's lookup, waited for by the link's, and its end, by the
 /// link's `submit`.
 pub(super) struct Leads {
-    /// The leads' own session: job `k` there is job `index[k]` of the link.
+    /// The leads' own session: job `k` there is the `k`th picked job of the link.
     session: Arc<Session>,
-    index: Vec<usize>,
     /// Each lead's lookup to come, by its index in the link; taken once, by the link's session.
     looked: Mutex<Vec<(usize, oneshot::Receiver<Hit>)>>,
     /// Each missed lead's end to come, by its index in the link; taken once.
@@ -132,7 +131,7 @@ impl Leads {
             plan,
             leads,
         } = planned;
-        let mut session = Session::new(
+        let session = Session::new(
             s.options,
             s.client.clone(),
             s.cache_updates,
@@ -141,8 +140,6 @@ impl Leads {
             s.cwd,
             s.shared.clone(),
         );
-        // The link's entry is the link's, written by its own session.
-        session.entry = None;
         let session = Arc::new(session);
         let mut ends = HashMap::new();
         let mut looked = Vec::new();
@@ -185,7 +182,6 @@ impl Leads {
         Leads {
             session,
             uploading,
-            index: picked,
             looked: Mutex::new(looked),
             ends: Mutex::new(ends),
         }
@@ -210,15 +206,15 @@ impl Leads {
     }
 
     /// The state lead `k` left (its outputs as the server holds them, whether they came from
-    /// the disk cache), given to job `index[k]` of the link's `session`.
-    pub(super) fn adopt(&self, k: usize, session: &Session) {
+    /// the disk cache), given to the same job, `index`, of the link's `session`.
+    pub(super) fn adopt(&self, k: usize, index: usize, session: &Session) {
         let JobState {
             bad_result,
             from_disk,
             result,
             ..
         } = lock(&self.session.state)[k].clone();
-        let state = &mut lock(&session.state)[self.index[k]];
+        let state = &mut lock(&session.state)[index];
         state.bad_result = bad_result;
         state.from_disk = from_disk;
         state.result = result;

@@ -84,6 +84,9 @@ impl Remote {
             leads,
         } = connection;
         let mut session = Session::new(options, client, cache_updates, actions, file, cwd, shared);
+        session.entry = (options.link_entry)
+            .then(|| super::entry::entry_key(&session.jobs))
+            .flatten();
         // A lead was looked up, and runs remotely when it missed: its answer comes from there.
         let looked = leads.iter().flat_map(|l| l.looked()).collect::<Vec<_>>();
         for (i, _) in &looked {
@@ -158,24 +161,24 @@ impl Remote {
         let leads = self.leads.clone();
         let lead = leads.as_ref().and_then(|l| l.take(index));
         // Ranked as the scheduler sends them, costliest first: their uploads go in that order.
-        let rank = || (session.sent_jobs).fetch_add(1, Ordering::Relaxed);
-        let rank = lead.is_none().then(rank);
+        let rank = |s: &Session| s.sent_jobs.fetch_add(1, Ordering::Relaxed);
+        let ranked = lead.is_none().then(|| rank(&session));
         self.rt.spawn(async move {
             let mut cancelled = session.cancelled.clone();
             let run = async {
-                if let (Some((k, end)), Some(leads)) = (lead, &leads) {
+                match (lead, &leads) {
                     // A lead's own task ends it; one gone without an end runs here again.
-                    if let Ok(end) = end.await {
-                        leads.adopt(k, &session);
-                        return end;
+                    (Some((k, end)), Some(leads)) => {
+                        if let Ok(end) = end.await {
+                            leads.adopt(k, index, &session);
+                            return end;
+                        }
                     }
+                    // The leads' inputs go first, alone.
+                    (_, Some(leads)) => leads.head_start().await,
+                    _ => {}
                 }
-                // The leads' inputs go first, alone.
-                if let Some(leads) = leads.as_ref().filter(|_| rank.is_some()) {
-                    leads.head_start().await;
-                }
-                let rank =
-                    rank.unwrap_or_else(|| session.sent_jobs.fetch_add(1, Ordering::Relaxed));
+                let rank = ranked.unwrap_or_else(|| rank(&session));
                 super::execute::run_job(&session, index, rank).await
             };
             let end = tokio::select! {

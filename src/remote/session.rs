@@ -98,7 +98,8 @@ pub(super) struct Session {
     pub(super) outputs: Vec<Vec<String>>,
     pub(super) cancelled: tokio::sync::watch::Receiver<bool>,
     pub(super) counters: Arc<Counters>,
-    /// The link's entry in the action cache (`lookup`): its key and its messages.
+    /// The link's entry in the action cache (`lookup`): its key and its messages; set by the
+    /// link's own session (`runner`), none in the leads'.
     pub(super) entry: Option<Entry>,
     /// Whether the link's entry answered this link.
     pub(super) entry_found: AtomicBool,
@@ -152,10 +153,7 @@ impl Session {
         };
         Session {
             client,
-            entry: options
-                .link_entry
-                .then(|| super::entry::entry_key(&actions.jobs))
-                .flatten(),
+            entry: None,
             jobs: actions.jobs,
             files: actions.files,
             inputs: actions.inputs,
