@@ -1,9 +1,10 @@
 //! Lead: the costliest jobs of a link, started before the rest of it is read. Their inputs are
 //! read and their actions built first; once the connection is made each is looked up in the
-//! action cache and, missed, uploaded and executed, on a session of their own, while the rest
-//! of the link is hashed, planned and looked up. A lead's hit is the link's lookup's to write,
-//! with the others'; the scheduler sends the costliest jobs first, so a lead that missed is
-//! among the first it sends: that `submit` takes the lead's end from here.
+//! action cache while its inputs are sent (the costliest's first and alone) and, missed,
+//! executed, on a session of their own, while the rest of the link is hashed, planned and
+//! looked up. A lead's hit is the link's lookup's to write, with the others'; the scheduler
+//! sends the costliest jobs first, so a lead that missed is among the first it sends: that
+//! `submit` takes the lead's end from here.
 //!
 //! It knows which jobs lead and where their ends wait; how a job runs is `execute`'s, and the
 //! order of the link's jobs is the scheduler's (`cost`, the same order).
@@ -111,6 +112,17 @@ impl Drop for Uploaded<'_> {
     }
 }
 
+/// The first lead's upload under way: the other leads' wait for its end, however it ends.
+struct First(Option<tokio::sync::watch::Sender<bool>>);
+
+impl Drop for First {
+    fn drop(&mut self) {
+        if let Some(first) = &self.0 {
+            let _ = first.send(true);
+        }
+    }
+}
+
 /// What the link's session needs to start the leads' own.
 pub(super) struct Start<'a> {
     pub rt: &'a tokio::runtime::Runtime,
@@ -122,8 +134,10 @@ pub(super) struct Start<'a> {
 }
 
 impl Leads {
-    /// Starts every lead: looked up, then, missed, uploaded and executed, ranked first at the
-    /// upload gate.
+    /// Starts every lead: looked up while its inputs are sent, then, missed, executed. The
+    /// first (the costliest) sends alone: the others' uploads wait for its end (HEAD_START at
+    /// most), so that its inputs have the link's bandwidth and the server to themselves, and it
+    /// executes before anything else is sent.
     pub(super) fn start(s: Start<'_>, planned: Planned) -> Leads {
         let Planned {
             picked,
@@ -146,8 +160,12 @@ impl Leads {
         let count = leads.iter().filter(|l| **l).count();
         let (pending, uploading) = tokio::sync::watch::channel(count);
         let pending = Arc::new(pending);
+        let (first, first_sent) = tokio::sync::watch::channel(false);
+        let mut first = Some(first);
         for (k, i) in picked.iter().enumerate().filter(|(k, _)| leads[*k]) {
             let pending = pending.clone();
+            // The first lead tells its end; the others wait for it.
+            let (alone, mut after) = (First(first.take()), first_sent.clone());
             let (tell_hit, hit) = oneshot::channel();
             looked.push((*i, hit));
             let (tell_end, end) = oneshot::channel();
@@ -161,9 +179,13 @@ impl Leads {
                     // sent meanwhile: sent for nothing on a hit, a round trip sooner on a miss.
                     let uploaded = Uploaded(&pending);
                     let (hit, ()) = tokio::join!(super::lookup::ask_one(&session, k), async {
+                        if alone.0.is_none() {
+                            let _ = tokio::time::timeout(HEAD_START, after.wait_for(|s| *s)).await;
+                        }
                         if let Some(job) = session.jobs[k].as_ref() {
                             let _ = super::upload::upload_job(&session, k, job, rank).await;
                         }
+                        drop(alone);
                     });
                     drop(uploaded);
                     let missed = hit.is_none();

@@ -2,7 +2,7 @@
 //! on the server, come from its action cache or the disk cache, or run here when the server
 //! fails them; `doctor` and `rexec` talk to it too.
 
-use super::reapi::{Config, Method, Outputs, Server};
+use super::reapi::{digest_of, Config, Method, Outputs, Seen, Server};
 use crate::space::{job_file, object, sh_job, sh_jobs, stderr, wait_for, Space};
 use serde_json::Value;
 use std::fs;
@@ -312,6 +312,46 @@ fn the_costliest_jobs_lead_and_a_relink_still_starts_nothing() {
     );
     for i in 0..32 {
         assert_eq!(s.read(&format!("out{i}.o")), object());
+    }
+}
+
+#[test]
+fn the_costliest_job_sends_its_inputs_alone_first() {
+    let server = Server::start();
+    // Each upload answered late: leads that sent side by side would ask for their inputs
+    // while the first one's were still under way.
+    server.set(|f| {
+        f.slow.insert(
+            Method::BatchUpdateBlobs,
+            std::time::Duration::from_millis(300),
+        );
+    });
+    let s = Space::new();
+    sized_jobs(&s, 32, None);
+    let (err, report) = linked(&s, &server, &[]);
+    assert_eq!(ran(&report), ["remote"; 32], "{err}");
+    // The two costliest lead: job 31 (the largest input), then job 30.
+    let hash = |i: usize| digest_of("x".repeat((i + 1) * 64).as_bytes()).hash;
+    let seen = server.seen();
+    let stored = |h: &str| seen.iter().position(|e| *e == Seen::Put(h.into()));
+    let asked = |h: &str| {
+        (seen.iter()).position(|e| matches!(e, Seen::Asked(hs) if hs.iter().any(|x| x == h)))
+    };
+    let (first, second) = (stored(&hash(31)), asked(&hash(30)));
+    assert!(
+        first.is_some() && second.is_some() && first < second,
+        "the second lead asked for its inputs (at {second:?} of {} calls and blobs stored) \
+         before the first's were stored (at {first:?})",
+        seen.len()
+    );
+    // And every other job's inputs come after the leads'.
+    let lead_stored = stored(&hash(30)).expect("the second lead's input is stored");
+    for i in 0..30 {
+        let other = asked(&hash(i)).expect("every input is asked for");
+        assert!(
+            other > lead_stored,
+            "job {i} asked before the leads' inputs were stored"
+        );
     }
 }
 

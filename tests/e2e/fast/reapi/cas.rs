@@ -6,7 +6,7 @@
 //! or what the blobs mean.
 
 use super::faults::Method;
-use super::state::{digest_of, lock, State};
+use super::state::{digest_of, lock, Seen, State};
 use bazel_remote_apis::build::bazel::remote::execution::v2 as re;
 use bazel_remote_apis::build::bazel::semver::SemVer;
 use bazel_remote_apis::google::bytestream as bs;
@@ -105,8 +105,14 @@ impl ContentAddressableStorage for Cas {
         request: Request<re::FindMissingBlobsRequest>,
     ) -> Result<Response<re::FindMissingBlobsResponse>, Status> {
         let state = &self.state;
-        state.gate(Method::FindMissingBlobs).await?;
         let request = request.into_inner();
+        let hashes = request
+            .blob_digests
+            .iter()
+            .map(|d| d.hash.clone())
+            .collect();
+        lock(&state.seen).push(Seen::Asked(hashes));
+        state.gate(Method::FindMissingBlobs).await?;
         state.instance(&request.instance_name)?;
         let missing_blob_digests = (request.blob_digests.into_iter())
             .filter(|d| !state.has(d))

@@ -21,7 +21,7 @@ mod relay;
 mod state;
 
 pub use faults::{Faults, Method, Outputs};
-pub use state::{digest_of, Config, Executed};
+pub use state::{digest_of, Config, Executed, Seen};
 
 use bazel_remote_apis::build::bazel::remote::execution::v2 as re;
 use bazel_remote_apis::google::{bytestream as bs, longrunning as lr};
@@ -133,6 +133,11 @@ impl Server {
     /// The actions executed (their commands run, or faked under `Faults::exit`), in order.
     pub fn executed(&self) -> Vec<Executed> {
         lock(&self.state.executed).clone()
+    }
+
+    /// What reached the CAS, in order: FindMissingBlobs calls as they came, blobs stored.
+    pub fn seen(&self) -> Vec<Seen> {
+        lock(&self.state.seen).clone()
     }
 
     /// The operations the client asked to cancel.

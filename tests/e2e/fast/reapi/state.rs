@@ -38,6 +38,14 @@ impl Default for Config {
     }
 }
 
+/// What reached the CAS, in the order it came: a FindMissingBlobs call asking for these
+/// hashes (as it arrives), or a blob stored.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Seen {
+    Asked(Vec<String>),
+    Put(String),
+}
+
 /// One action the server ran (or pretended to, under `Faults::exit`).
 #[derive(Clone, Debug)]
 pub struct Executed {
@@ -74,6 +82,7 @@ pub struct State {
     cas: Mutex<HashMap<String, Vec<u8>>>,
     ac: Mutex<HashMap<String, re::ActionResult>>,
     calls: Mutex<BTreeMap<Method, usize>>,
+    pub(super) seen: Mutex<Vec<Seen>>,
     pub(super) executed: Mutex<Vec<Executed>>,
     pub(super) cancelled: Mutex<Vec<String>>,
     /// The process groups of the commands running now.
@@ -92,6 +101,7 @@ impl State {
             cas: Mutex::default(),
             ac: Mutex::default(),
             calls: Mutex::default(),
+            seen: Mutex::default(),
             executed: Mutex::default(),
             cancelled: Mutex::default(),
             running: Mutex::default(),
@@ -143,6 +153,7 @@ impl State {
     pub fn put(&self, data: Vec<u8>) -> re::Digest {
         let digest = digest_of(&data);
         lock(&self.cas).insert(digest.hash.clone(), data);
+        lock(&self.seen).push(Seen::Put(digest.hash.clone()));
         digest
     }
 
