@@ -116,14 +116,10 @@ fn ask(path: &Path, real: &Path) -> Result<(String, Option<PathBuf>), String> {
         .lines()
         .find_map(|l| l.strip_prefix("InstalledDir: "))
         .and_then(|d| std::fs::canonicalize(d.trim()).ok());
-    use sha2::{Digest, Sha256};
-    let mut h = Sha256::new();
+    let mut h = crate::job::util::digest::Sha256::default();
     h.update(digest.hash.as_bytes());
     h.update(version.as_bytes());
-    Ok((
-        format!("sha256:{}", crate::job::util::digest::hex(h.finalize())),
-        installed,
-    ))
+    Ok((format!("sha256:{}", h.finish()), installed))
 }
 
 /// The key the compiler at `real` (its canonical path) is remembered by, when it may be: a

@@ -165,8 +165,7 @@ pub(super) fn trusted(path: &Path) -> bool {
 
 /// A file's digest, read in pieces.
 pub fn read_digest(f: &mut impl Read) -> std::io::Result<re::Digest> {
-    use sha2::{Digest, Sha256};
-    let mut h = Sha256::new();
+    let mut h = crate::job::util::digest::Sha256::default();
     let mut buf = vec![0u8; 1 << 16];
     let mut size = 0u64;
     loop {
@@ -178,7 +177,7 @@ pub fn read_digest(f: &mut impl Read) -> std::io::Result<re::Digest> {
         h.update(&buf[..n]);
     }
     Ok(re::Digest {
-        hash: crate::job::util::digest::hex(h.finalize()),
+        hash: h.finish(),
         size_bytes: size as i64,
     })
 }
