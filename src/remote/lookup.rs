@@ -19,7 +19,7 @@ use crate::remote::reapi;
 use crate::remote::session::{info_of, without_contents, Session};
 use bazel_remote_apis::build::bazel::remote::execution::v2 as re;
 use rayon::prelude::*;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io::ErrorKind;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -67,6 +67,9 @@ pub(super) async fn look_up(session: Arc<Session>) -> Vec<Option<End>> {
     // anything starts.
     if led == 0 || led_hits > 0 || answered {
         ask_each(&session, &ends, &mut found).await;
+    } else {
+        // Nor are the last link's objects read any longer.
+        drop(lock(&session.prefetch).take());
     }
     let lookup_seconds = t.elapsed().as_secs_f64();
     // Fetched and written a part at a time, so that the link holds at most HELD bytes.
@@ -93,6 +96,7 @@ pub(super) async fn look_up(session: Arc<Session>) -> Vec<Option<End>> {
         part.push((i, files, worker));
     }
     write_part(&session, part, &mut ends, lookup_seconds).await;
+    drop(lock(&session.prefetch).take());
     // An entry that answered for every job stands; one that did not (a lead that missed, or
     // whose hit could not be taken, among them) is written again.
     let whole = answered && ends.iter().all(Option::is_some);
@@ -417,7 +421,7 @@ async fn fetch(
     part: &[(usize, Files, String)],
     fetched: std::sync::mpsc::Sender<Vec<(String, Vec<u8>)>>,
 ) -> Vec<(String, String)> {
-    let mut asked = std::collections::HashSet::new();
+    let mut asked = HashSet::new();
     let mut small: Vec<re::Digest> = Vec::new();
     let mut large: Vec<re::Digest> = Vec::new();
     let mut inline = Vec::new();
@@ -442,6 +446,8 @@ async fn fetch(
     }
     let mut downloaded: u64 = inline.iter().map(|(_, d)| d.len() as u64).sum();
     let _ = fetched.send(inline);
+    // The blobs read ahead (counted there) come first, as they arrive; the rest are read here.
+    read_ahead(session, &mut small, &mut large, &fetched).await;
     let mut reads = groups(session, small, large).into_iter();
     let mut calls = tokio::task::JoinSet::new();
     let in_flight = session.client.calls_in_flight(READS.0, READS.1);
@@ -477,6 +483,37 @@ async fn fetch(
         .downloaded_bytes
         .fetch_add(downloaded, Ordering::Relaxed);
     wrong
+}
+
+/// Sends through `fetched` the blobs of `small` and `large` the prefetch brings, as they come,
+/// and leaves in them only those it did not bring.
+async fn read_ahead(
+    session: &Session,
+    small: &mut Vec<re::Digest>,
+    large: &mut Vec<re::Digest>,
+    fetched: &std::sync::mpsc::Sender<Vec<(String, Vec<u8>)>>,
+) {
+    let Some(mut prefetch) = lock(&session.prefetch).take() else {
+        return;
+    };
+    let mut wanted: HashSet<String> = small
+        .iter()
+        .chain(large.iter())
+        .map(|d| d.hash.clone())
+        .collect();
+    while !wanted.is_empty() {
+        let Some(blobs) = prefetch.next().await else {
+            break;
+        };
+        let blobs: Vec<_> = (blobs.into_iter())
+            .filter(|(hash, _)| wanted.remove(hash))
+            .collect();
+        let _ = fetched.send(blobs);
+    }
+    small.retain(|d| wanted.contains(&d.hash));
+    large.retain(|d| wanted.contains(&d.hash));
+    // A later part may take what this one did not.
+    *lock(&session.prefetch) = Some(prefetch);
 }
 
 /// Whether a read failed because the server sent a blob other than the one asked for.

@@ -5,7 +5,7 @@
 //! the user's options (`options`); one link's session and each job's state (`session`); the
 //! connection made while the inputs are read (`connect`) and the costliest jobs started on it
 //! first (`lead`); the lookup before the scheduler starts anything (`lookup`) and the link's
-//! own cache entry (`entry`); the upload (`upload`) and each job from Execute to checked
+//! own cache entry (`entry`), a relink's objects read while it is planned (`prefetch`); the upload (`upload`) and each job from Execute to checked
 //! outputs (`execute`); outputs kept on this machine (`disk`); the link's handle that joins
 //! them (`runner`); doctor's probe (`probe`).
 //! Beside the REAPI client, the other way to run jobs on other machines: each job as one
@@ -32,6 +32,7 @@ mod lookup;
 mod memo;
 mod options;
 mod plan;
+mod prefetch;
 mod probe;
 pub(crate) mod reapi;
 mod runner;

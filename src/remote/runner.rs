@@ -12,6 +12,7 @@ use super::lead::Leads;
 use super::memo::compilers::AskedCompiler;
 use super::options::Options;
 use super::plan::ActionPlan;
+use super::prefetch::Prefetch;
 use super::session::Session;
 use crate::job::outcome::{RemoteEnd as End, RemoteTotals as Totals};
 use crate::job::parse::JobFile;
@@ -71,6 +72,7 @@ impl Remote {
                 return Err(e);
             }
         };
+        let prefetch = Prefetch::for_relink(options, &connection, &known);
         let (actions, mut why) = ActionPlan::build(&common?, known, file, cwd, read);
         let mut warnings: Vec<String> = options.target.exposed_headers().into_iter().collect();
         if let Err(e) = memo.save() {
@@ -94,6 +96,7 @@ impl Remote {
             why[*i] = None;
         }
         session.lead_looked = Mutex::new(looked);
+        session.prefetch = Mutex::new(prefetch);
         let (session, leads, cancel) = (Arc::new(session), leads.map(Arc::new), Arc::new(cancel));
         Ok((
             Remote {

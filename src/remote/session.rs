@@ -125,6 +125,8 @@ pub(super) struct Session {
     pub(super) lead: Vec<bool>,
     /// Each lead's own lookup, waited for by the link's.
     pub(super) lead_looked: Mutex<Vec<(usize, tokio::sync::oneshot::Receiver<Hit>)>>,
+    /// The last link's objects being read (`prefetch`), taken by the lookup.
+    pub(super) prefetch: Mutex<Option<super::prefetch::Prefetch>>,
 }
 
 impl Session {
@@ -180,6 +182,7 @@ impl Session {
             sent_jobs: shared.sent_jobs,
             lead: vec![false; n],
             lead_looked: Mutex::default(),
+            prefetch: Mutex::default(),
         }
     }
 

@@ -168,6 +168,22 @@ impl RememberedJobs {
         true
     }
 
+    /// Every output's digest in the last link's results (each once, in hash order): what a
+    /// relink most likely takes back from the action cache.
+    pub fn last_outputs(&self) -> Vec<re::Digest> {
+        let mut hashes: Vec<(&String, i64)> = (self.known.values())
+            .flat_map(|e| e.results.iter().map(|(h, size)| (h, *size)))
+            .collect();
+        hashes.sort_unstable();
+        hashes.dedup();
+        (hashes.into_iter())
+            .map(|(hash, size_bytes)| re::Digest {
+                hash: hash.clone(),
+                size_bytes,
+            })
+            .collect()
+    }
+
     /// Forgets the job remembered under `key`: it was not what it is now.
     pub fn forget(&self, key: &str) {
         crate::job::util::sync::lock(&self.now).remove(key);

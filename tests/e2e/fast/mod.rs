@@ -8,7 +8,7 @@ mod failures;
 mod golden;
 mod hostile;
 mod layers;
-mod reapi;
+pub(crate) mod reapi;
 mod record;
 mod remote;
 mod remote_disk;

@@ -220,3 +220,50 @@ fn a_relink_takes_the_remembered_jobs_outputs_from_the_disk_cache_not_the_server
         stderr(&out)
     );
 }
+
+/// A relink reads the last link's objects while it plans (before the link's entry answers),
+/// and takes none the server sends wrong, read ahead or not: those jobs execute.
+#[test]
+fn a_relink_reads_the_last_links_objects_while_it_plans_and_takes_none_sent_wrong() {
+    use crate::fast::reapi::{Method, Seen, Server};
+    let server = Server::start();
+    // The link's entry answers late: the objects are read meanwhile.
+    server.set(|f| {
+        f.slow.insert(
+            Method::GetActionResult,
+            std::time::Duration::from_millis(500),
+        );
+    });
+    let space = Space::new();
+    let inputs = space.hello();
+    let (out, report) = link(&space, &server.args(), &[], &inputs);
+    assert_linked(&out);
+    assert_eq!(ran(&report), ["remote"; 5], "{}", stderr(&out));
+    let before = server.seen().len();
+    let (out, report) = link(&space, &server.args(), &[], &inputs);
+    assert_linked(&out);
+    assert_eq!(ran(&report), ["remote cache"; 5], "{}", stderr(&out));
+    assert_eq!(space.run_program("prog"), HELLO);
+    let seen = server.seen()[before..].to_vec();
+    let read = seen
+        .iter()
+        .position(|e| *e == Seen::Called(Method::BatchReadBlobs));
+    let answered = seen
+        .iter()
+        .position(|e| *e == Seen::Answered(Method::GetActionResult));
+    assert!(
+        read.is_some() && answered.is_some() && read < answered,
+        "the objects were read (at {read:?}) only once the entry answered (at {answered:?})"
+    );
+    // Every blob read back wrong (its last byte flipped): nothing read is taken, read ahead or
+    // not. Every job executes past the cache, its outputs come back wrong too, and it runs here.
+    server.set(|f| f.corrupt_reads = true);
+    let executed = server.executed().len();
+    let (out, report) = link(&space, &server.args(), &[], &inputs);
+    assert_linked(&out);
+    let err = stderr(&out);
+    assert_eq!(ran(&report), ["fallback"; 5], "{err}");
+    assert!(err.contains("whose SHA-256 is"), "{err}");
+    assert_eq!(space.run_program("prog"), HELLO);
+    assert_eq!(server.executed().len(), executed + 5);
+}

@@ -38,10 +38,12 @@ impl Default for Config {
     }
 }
 
-/// What reached the CAS, in the order it came: a FindMissingBlobs call asking for these
-/// hashes (as it arrives), or a blob stored.
+/// What the server saw, in order: each call as it came and as it was answered, what each
+/// FindMissingBlobs call asked for, each blob stored.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Seen {
+    Called(Method),
+    Answered(Method),
     Asked(Vec<String>),
     Put(String),
 }
@@ -115,12 +117,16 @@ impl State {
 
     /// Counts a call of `method` and applies the switches: waits, never returns, or fails.
     pub(super) async fn gate(&self, method: Method) -> Result<(), Status> {
+        lock(&self.seen).push(Seen::Called(method));
         let (wait, gate) = decide(&mut lock(&self.faults), &mut lock(&self.calls), method);
         if !wait.is_zero() {
             tokio::time::sleep(wait).await;
         }
         match gate {
-            Gate::Answer => Ok(()),
+            Gate::Answer => {
+                lock(&self.seen).push(Seen::Answered(method));
+                Ok(())
+            }
             Gate::Fail(status) => Err(status),
             Gate::Hang => std::future::pending().await,
         }
