@@ -216,6 +216,11 @@ impl Leads {
         let _ = tokio::time::timeout(HEAD_START, uploading.wait_for(|n| *n == 0)).await;
     }
 
+    /// Whether any job leads (before `looked` takes them).
+    pub(super) fn any(&self) -> bool {
+        !lock(&self.looked).is_empty()
+    }
+
     /// The jobs of the link that lead, each with its lookup to wait for: taken once.
     pub(super) fn looked(&self) -> Vec<(usize, oneshot::Receiver<Hit>)> {
         std::mem::take(&mut *lock(&self.looked))

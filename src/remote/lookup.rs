@@ -61,18 +61,27 @@ pub(super) async fn look_up(session: Arc<Session>) -> Vec<Option<End>> {
     }
     let rest = (0..n).any(|i| ends[i].is_none() && session.jobs[i].is_some() && !session.lead[i]);
     let answered = rest && from_entry(&session, &ends, &mut found).await;
+    if !answered {
+        // The link changed: the last link's objects are no longer read ahead.
+        drop(lock(&session.prefetch).take());
+    }
     // Leads that all missed, and no entry: the cache does not know this link's actions, and a
     // lookup of each job would most likely miss too. The rest ask through their Execute, which
     // looks the cache up itself (a hit there is as good), instead of one call each before
     // anything starts.
     if led == 0 || led_hits > 0 || answered {
         ask_each(&session, &ends, &mut found).await;
-    } else {
-        // Nor are the last link's objects read any longer.
-        drop(lock(&session.prefetch).take());
     }
     let lookup_seconds = t.elapsed().as_secs_f64();
-    // Fetched and written a part at a time, so that the link holds at most HELD bytes.
+    // Fetched and written a part at a time, so that the link holds at most HELD bytes (and
+    // nothing read ahead beside them: a part would drop what a later one needs).
+    let total: i64 = (found.iter().flatten())
+        .flat_map(|(files, _)| files.iter().flat_map(|f| &f.digest))
+        .map(|d| d.size_bytes)
+        .sum();
+    if total > HELD {
+        drop(lock(&session.prefetch).take());
+    }
     let mut part: Vec<(usize, Files, String)> = Vec::new();
     let mut bytes = 0;
     for (i, hit) in found.into_iter().enumerate() {
@@ -530,7 +539,7 @@ fn groups(
 ) -> Vec<Vec<re::Digest>> {
     let most = session.client.max_batch.clamp(1, BATCH);
     let size = |d: &re::Digest| usize::try_from(d.size_bytes).unwrap_or(0);
-    let mut reads = crate::remote::upload::pack(small, most, size);
+    let mut reads = crate::remote::reapi::pack(small, most, size);
     reads.extend(large.into_iter().map(|d| vec![d]));
     reads
 }

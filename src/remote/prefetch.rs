@@ -1,19 +1,22 @@
 //! Prefetch: a relink's objects read from the server while the link is still planned. The last
 //! link of the same output left each job's outputs' digests (`memo::jobs`); a relink most often
-//! takes those same objects back from the action cache, so they are read, in batches, several
-//! calls in flight, as soon as the connection is made, and the lookup takes the ones its hits
-//! name as they come (`lookup`) instead of reading them after the link's entry has answered.
+//! takes those same objects back from the action cache, so once the inputs are read they are
+//! read, in batches, several calls in flight, while the shards' summaries are read and the
+//! actions built, and the lookup takes the ones its hits name as they come (`lookup`) instead
+//! of reading them after the link's entry has answered.
 //!
 //! It knows which blobs to read early and how many bytes at most; the reading checks each blob
 //! against its digest (`reapi`), and it trusts nothing more: a blob it read that no hit names is
-//! dropped, and one it could not read is read again by the lookup. When the link's entry does
-//! not answer (the link changed), the prefetch stops. It writes nothing.
+//! dropped, and one it could not read is read again by the lookup. It does not start when a job
+//! leads (one of the costliest is not remembered: the link changed), and stops when the link's
+//! entry does not answer, at the first call that fails, and once the lookup is over. It writes
+//! nothing.
 
+use super::health::Health;
 use super::reapi::Client;
-use super::session::{Counters, Shared};
 use bazel_remote_apis::build::bazel::remote::execution::v2 as re;
 use futures_util::StreamExt;
-use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use tokio::sync::mpsc;
 
 /// Blobs read, by hash.
@@ -31,29 +34,16 @@ pub(super) struct Prefetch {
 }
 
 impl Prefetch {
-    /// The last link's objects read on `connection` (`known` remembers them): a relink most
-    /// likely takes them back. Not without the action cache, nor with a disk cache (it has
-    /// them).
-    pub(super) fn for_relink(
-        options: &super::options::Options,
-        connection: &super::connect::Connection,
-        known: &super::memo::jobs::RememberedJobs,
-    ) -> Option<Prefetch> {
-        let disk = options.disk.is_some() && options.disk_unused().is_none();
-        if !options.cache || disk {
-            return None;
-        }
-        let c = connection;
-        Prefetch::start(&c.rt, &c.client, known.last_outputs(), &c.shared)
-    }
-
     /// Starts reading `digests` (the last link's outputs) on `rt`, unless there are none or
-    /// more than MOST bytes; `shared` holds the link's cancel and byte counters.
-    fn start(
+    /// more than MOST bytes; `cancelled` is the link's cancel, `count` told the bytes each call
+    /// brought.
+    pub(super) fn start(
         rt: &tokio::runtime::Runtime,
         client: &Client,
         digests: Vec<re::Digest>,
-        shared: &Shared,
+        mut cancelled: tokio::sync::watch::Receiver<bool>,
+        health: Arc<Health>,
+        count: impl Fn(u64) + Send + 'static,
     ) -> Option<Prefetch> {
         let bytes: u64 = digests
             .iter()
@@ -63,10 +53,9 @@ impl Prefetch {
             return None;
         }
         let (tell, arrived) = mpsc::unbounded_channel();
-        let (client, counters) = (client.clone(), shared.counters.clone());
-        let mut cancelled = shared.cancelled.clone();
+        let client = client.clone();
         let task = rt.spawn(async move {
-            let read = read(client, digests, &counters, tell);
+            let read = read(client, digests, &health, count, tell);
             tokio::select! {
                 () = read => {}
                 _ = cancelled.wait_for(|c| *c) => {}
@@ -88,18 +77,19 @@ impl Drop for Prefetch {
 }
 
 /// Reads `digests`: small blobs in batches filled to the server's limit, each larger one alone,
-/// several calls in flight; each call's blobs read whole and checked go to `tell`. A call that
-/// fails leaves its blobs to the lookup.
+/// several calls in flight; each call's blobs read whole and checked go to `tell`. The first
+/// call that fails ends it, and leaves what is left to the lookup.
 async fn read(
     client: Client,
     digests: Vec<re::Digest>,
-    counters: &Counters,
+    health: &Health,
+    count: impl Fn(u64),
     tell: mpsc::UnboundedSender<Blobs>,
 ) {
     let size = |d: &re::Digest| usize::try_from(d.size_bytes).unwrap_or(usize::MAX);
     let (small, large): (Vec<_>, Vec<_>) =
         digests.into_iter().partition(|d| client.batchable(size(d)));
-    let mut calls = super::upload::pack(small, client.max_batch.max(1), size);
+    let mut calls = super::reapi::pack(small, client.max_batch.max(1), size);
     calls.extend(large.into_iter().map(|d| vec![d]));
     let in_flight = client.calls_in_flight(READS.0, READS.1);
     let mut reads = futures_util::stream::iter(calls)
@@ -115,12 +105,15 @@ async fn read(
         })
         .buffer_unordered(in_flight);
     while let Some((call, got)) = reads.next().await {
-        let Ok(got) = got else { continue };
+        // A call that failed ends the reading ahead (the server told of it): the lookup reads
+        // what is left itself, and waits for no more of these.
+        health.saw(&got);
+        let Ok(got) = got else { return };
         let blobs: Blobs = (call.into_iter().zip(got))
             .filter_map(|(d, got)| Some((d.hash, got.ok()?)))
             .collect();
         let bytes: usize = blobs.iter().map(|(_, b)| b.len()).sum();
-        (counters.downloaded_bytes).fetch_add(bytes as u64, Ordering::Relaxed);
+        count(bytes as u64);
         if tell.send(blobs).is_err() {
             return;
         }

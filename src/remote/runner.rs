@@ -10,6 +10,7 @@
 use super::connect::{connect_while_reading, Connection, Given};
 use super::lead::Leads;
 use super::memo::compilers::AskedCompiler;
+use super::memo::jobs::RememberedJobs;
 use super::options::Options;
 use super::plan::ActionPlan;
 use super::prefetch::Prefetch;
@@ -42,6 +43,30 @@ pub struct Remote {
     warnings: Arc<Mutex<Vec<String>>>,
 }
 
+/// The last link's objects read on `connection` (`known` remembers them): a relink most likely
+/// takes them back. Not without the action cache, nor with a disk cache (it has them).
+fn prefetch(options: &Options, c: &Connection, known: &RememberedJobs) -> Option<Prefetch> {
+    let disk = options.disk.is_some() && options.disk_unused().is_none();
+    // A job that leads is not remembered: the link changed, and its entry will not answer.
+    let changed = c.leads.as_ref().is_some_and(Leads::any);
+    if !options.cache || disk || changed {
+        return None;
+    }
+    let counters = c.shared.counters.clone();
+    let count = move |n| {
+        counters.downloaded_bytes.fetch_add(n, Ordering::Relaxed);
+    };
+    let (cancelled, health) = (c.shared.cancelled.clone(), c.shared.health.clone());
+    Prefetch::start(
+        &c.rt,
+        &c.client,
+        known.last_outputs(),
+        cancelled,
+        health,
+        count,
+    )
+}
+
 impl Remote {
     /// Connects, checks the server, and turns each job into an action; the costliest jobs
     /// (by `cost`, the scheduler's order) start as soon as they can. Returns, for each job, why
@@ -72,7 +97,7 @@ impl Remote {
                 return Err(e);
             }
         };
-        let prefetch = Prefetch::for_relink(options, &connection, &known);
+        let prefetch = prefetch(options, &connection, &known);
         let (actions, mut why) = ActionPlan::build(&common?, known, file, cwd, read);
         let mut warnings: Vec<String> = options.target.exposed_headers().into_iter().collect();
         if let Err(e) = memo.save() {

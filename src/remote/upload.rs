@@ -171,35 +171,12 @@ async fn send(
             blobs.push((digest, data));
         }
     }
-    let calls = pack(blobs, session.client.max_batch, |(_, data)| data.len());
+    let calls = reapi::pack(blobs, session.client.max_batch, |(_, data)| data.len());
     futures_util::stream::iter(calls.into_iter().map(|call| send_call(session, call, rank)))
         .buffer_unordered(session.client.calls_in_flight(IN_FLIGHT.0, IN_FLIGHT.1))
         .try_collect::<Vec<()>>()
         .await?;
     Ok(())
-}
-
-/// The calls of `blobs` (uploads, or reads): batches filled to `max` bytes (each blob counted
-/// as its `size` and 1 KiB of framing), and each blob too large for a batch alone, for
-/// ByteStream.
-pub(super) fn pack<T>(blobs: Vec<T>, max: usize, size: impl Fn(&T) -> usize) -> Vec<Vec<T>> {
-    let mut calls: Vec<Vec<T>> = Vec::new();
-    let mut filled = usize::MAX;
-    for blob in blobs {
-        let cost = size(&blob) + 1024;
-        if cost > max {
-            calls.push(vec![blob]);
-            // Alone in its call: the next blob starts a batch.
-            filled = usize::MAX;
-        } else if filled.saturating_add(cost) > max {
-            calls.push(vec![blob]);
-            filled = cost;
-        } else {
-            filled += cost;
-            calls.last_mut().expect("a batch").push(blob);
-        }
-    }
-    calls
 }
 
 /// The bytes of a blob the server lacks, checked against its digest when read from a file.
@@ -251,33 +228,4 @@ async fn send_call(
         .uploaded_bytes
         .fetch_add(bytes as u64, Ordering::Relaxed);
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn batches_fill_to_the_limit_and_a_large_blob_goes_alone() {
-        let blob = |n: usize| (digest_of(&vec![n as u8; n]), vec![n as u8; n]);
-        let sizes = |calls: &[Vec<(re::Digest, Vec<u8>)>]| -> Vec<Vec<usize>> {
-            calls
-                .iter()
-                .map(|c| c.iter().map(|(_, d)| d.len()).collect())
-                .collect()
-        };
-        // A limit of 4,100 bytes: three blobs of about 1 KiB (2 KiB each with framing) make
-        // two batches; a 5,000-byte one goes alone, and the blob after it starts a new batch.
-        let by_len = |(_, data): &(re::Digest, Vec<u8>)| data.len();
-        let calls = pack(
-            vec![blob(1024), blob(1025), blob(1026), blob(5000), blob(10)],
-            4100,
-            by_len,
-        );
-        assert_eq!(
-            sizes(&calls),
-            [vec![1024, 1025], vec![1026], vec![5000], vec![10]]
-        );
-        assert!(pack(Vec::new(), 4096, by_len).is_empty());
-    }
 }

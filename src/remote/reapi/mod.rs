@@ -865,5 +865,28 @@ pub fn error_chain(e: &dyn std::error::Error) -> String {
     s
 }
 
+/// The calls of `blobs` (uploads, or reads): batches filled to `max` bytes (each blob counted
+/// as its `size` and 1 KiB of framing), and each blob too large for a batch alone, for
+/// ByteStream.
+pub fn pack<T>(blobs: Vec<T>, max: usize, size: impl Fn(&T) -> usize) -> Vec<Vec<T>> {
+    let mut calls: Vec<Vec<T>> = Vec::new();
+    let mut filled = usize::MAX;
+    for blob in blobs {
+        let cost = size(&blob) + 1024;
+        if cost > max {
+            calls.push(vec![blob]);
+            // Alone in its call: the next blob starts a batch.
+            filled = usize::MAX;
+        } else if filled.saturating_add(cost) > max {
+            calls.push(vec![blob]);
+            filled = cost;
+        } else {
+            filled += cost;
+            calls.last_mut().expect("a batch").push(blob);
+        }
+    }
+    calls
+}
+
 #[cfg(test)]
 mod tests;

@@ -100,3 +100,27 @@ fn headers_sent_in_the_clear_beyond_this_machine_are_warned_of() {
         assert_eq!(t(url, true).exposed_headers(), None, "{url}");
     }
 }
+
+#[test]
+fn batches_fill_to_the_limit_and_a_large_blob_goes_alone() {
+    let blob = |n: usize| (digest_of(&vec![n as u8; n]), vec![n as u8; n]);
+    let sizes = |calls: &[Vec<(re::Digest, Vec<u8>)>]| -> Vec<Vec<usize>> {
+        calls
+            .iter()
+            .map(|c| c.iter().map(|(_, d)| d.len()).collect())
+            .collect()
+    };
+    // A limit of 4,100 bytes: three blobs of about 1 KiB (2 KiB each with framing) make
+    // two batches; a 5,000-byte one goes alone, and the blob after it starts a new batch.
+    let by_len = |(_, data): &(re::Digest, Vec<u8>)| data.len();
+    let calls = super::pack(
+        vec![blob(1024), blob(1025), blob(1026), blob(5000), blob(10)],
+        4100,
+        by_len,
+    );
+    assert_eq!(
+        sizes(&calls),
+        [vec![1024, 1025], vec![1026], vec![5000], vec![10]]
+    );
+    assert!(super::pack(Vec::new(), 4096, by_len).is_empty());
+}
