@@ -29,12 +29,6 @@ use std::sync::Arc;
 const IN_FLIGHT: usize = 256;
 /// The most bytes of outputs held in memory at once, fetched and not yet written.
 const HELD: i64 = 256 << 20;
-/// Batch reads (or streamed reads of large blobs) in flight at once: at least this many, more
-/// when the server's batches are small (`reapi::Client::calls_in_flight`).
-const READS: (usize, usize) = (8, 64);
-/// The most bytes asked in one batch read: smaller batches let the first objects be written
-/// while the rest come.
-const BATCH: usize = 1 << 20;
 
 /// An output to write: where it goes, and its bytes.
 type Output<'a> = (&'a std::path::Path, &'a [u8]);
@@ -75,9 +69,10 @@ pub(super) async fn look_up(session: Arc<Session>) -> Vec<Option<End>> {
     let lookup_seconds = t.elapsed().as_secs_f64();
     // Fetched and written a part at a time, so that the link holds at most HELD bytes (and
     // nothing read ahead beside them: a part would drop what a later one needs).
-    let total: i64 = (found.iter().flatten())
-        .flat_map(|(files, _)| files.iter().flat_map(|f| &f.digest))
-        .map(|d| d.size_bytes)
+    let total: i64 = found
+        .iter()
+        .flatten()
+        .map(|(files, _)| bytes_of(files))
         .sum();
     if total > HELD {
         drop(lock(&session.prefetch).take());
@@ -86,11 +81,7 @@ pub(super) async fn look_up(session: Arc<Session>) -> Vec<Option<End>> {
     let mut bytes = 0;
     for (i, hit) in found.into_iter().enumerate() {
         let Some((files, worker)) = hit else { continue };
-        let size: i64 = files
-            .iter()
-            .flat_map(|f| &f.digest)
-            .map(|d| d.size_bytes)
-            .sum();
+        let size = bytes_of(&files);
         if !part.is_empty() && bytes + size > HELD {
             write_part(
                 &session,
@@ -111,6 +102,15 @@ pub(super) async fn look_up(session: Arc<Session>) -> Vec<Option<End>> {
     let whole = answered && ends.iter().all(Option::is_some);
     session.entry_found.store(whole, Ordering::Relaxed);
     ends
+}
+
+/// The bytes a hit's outputs declare.
+fn bytes_of(files: &Files) -> i64 {
+    files
+        .iter()
+        .flat_map(|f| &f.digest)
+        .map(|d| d.size_bytes)
+        .sum()
 }
 
 /// Each job's outputs as the link's entry names them, in `found` (the jobs without an end);
@@ -431,8 +431,7 @@ async fn fetch(
     fetched: std::sync::mpsc::Sender<Vec<(String, Vec<u8>)>>,
 ) -> Vec<(String, String)> {
     let mut asked = HashSet::new();
-    let mut small: Vec<re::Digest> = Vec::new();
-    let mut large: Vec<re::Digest> = Vec::new();
+    let mut reads: Vec<re::Digest> = Vec::new();
     let mut inline = Vec::new();
     let mut wrong = Vec::new();
     for file in part.iter().flat_map(|(_, files, _)| files) {
@@ -448,27 +447,23 @@ async fn fetch(
             continue;
         }
         match blob::declared(d) {
-            Ok(size) if session.client.batchable(size) => small.push(d.clone()),
-            Ok(_) => large.push(d.clone()),
+            Ok(_) => reads.push(d.clone()),
             Err(e) => wrong.push((d.hash.clone(), reapi::describe(&e))),
         }
     }
     let mut downloaded: u64 = inline.iter().map(|(_, d)| d.len() as u64).sum();
     let _ = fetched.send(inline);
     // The blobs read ahead (counted there) come first, as they arrive; the rest are read here.
-    read_ahead(session, &mut small, &mut large, &fetched).await;
-    let mut reads = groups(session, small, large).into_iter();
+    read_ahead(session, &mut reads, &fetched).await;
+    let mut reads = session.client.read_calls(reads).into_iter();
     let mut calls = tokio::task::JoinSet::new();
-    let in_flight = session.client.calls_in_flight(READS.0, READS.1);
+    let in_flight = session.client.reads_in_flight();
     loop {
         while calls.len() < in_flight && session.health.down().is_none() {
             let Some(group) = reads.next() else { break };
             let mut client = session.client.clone();
             calls.spawn(async move {
-                let got = match group.as_slice() {
-                    [one] => Ok(vec![client.read(one).await]),
-                    _ => client.batch_read(&group).await,
-                };
+                let got = client.read_call(&group).await;
                 (group, got)
             });
         }
@@ -494,22 +489,17 @@ async fn fetch(
     wrong
 }
 
-/// Sends through `fetched` the blobs of `small` and `large` the prefetch brings, as they come,
-/// and leaves in them only those it did not bring.
+/// Sends through `fetched` the blobs of `reads` the prefetch brings, as they come, and leaves
+/// in `reads` only those it did not bring.
 async fn read_ahead(
     session: &Session,
-    small: &mut Vec<re::Digest>,
-    large: &mut Vec<re::Digest>,
+    reads: &mut Vec<re::Digest>,
     fetched: &std::sync::mpsc::Sender<Vec<(String, Vec<u8>)>>,
 ) {
     let Some(mut prefetch) = lock(&session.prefetch).take() else {
         return;
     };
-    let mut wanted: HashSet<String> = small
-        .iter()
-        .chain(large.iter())
-        .map(|d| d.hash.clone())
-        .collect();
+    let mut wanted: HashSet<String> = reads.iter().map(|d| d.hash.clone()).collect();
     while !wanted.is_empty() {
         let Some(blobs) = prefetch.next().await else {
             break;
@@ -519,8 +509,7 @@ async fn read_ahead(
             .collect();
         let _ = fetched.send(blobs);
     }
-    small.retain(|d| wanted.contains(&d.hash));
-    large.retain(|d| wanted.contains(&d.hash));
+    reads.retain(|d| wanted.contains(&d.hash));
     // A later part may take what this one did not.
     *lock(&session.prefetch) = Some(prefetch);
 }
@@ -528,18 +517,4 @@ async fn read_ahead(
 /// Whether a read failed because the server sent a blob other than the one asked for.
 fn wrong_blob(code: tonic::Code) -> bool {
     matches!(code, tonic::Code::DataLoss | tonic::Code::OutOfRange)
-}
-
-/// The reads of `small` and `large` blobs: batches of at most BATCH (or the server's limit,
-/// when smaller), then the large blobs one by one.
-fn groups(
-    session: &Session,
-    small: Vec<re::Digest>,
-    large: Vec<re::Digest>,
-) -> Vec<Vec<re::Digest>> {
-    let most = session.client.max_batch.clamp(1, BATCH);
-    let size = |d: &re::Digest| usize::try_from(d.size_bytes).unwrap_or(0);
-    let mut reads = crate::remote::reapi::pack(small, most, size);
-    reads.extend(large.into_iter().map(|d| vec![d]));
-    reads
 }

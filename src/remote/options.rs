@@ -32,6 +32,11 @@ pub struct Options {
 }
 
 impl Options {
+    /// The disk cache's directory, when given and used.
+    pub fn disk_used(&self) -> Option<&PathBuf> {
+        self.disk.as_ref().filter(|_| self.disk_unused().is_none())
+    }
+
     /// Why `disk`, given, is not used.
     pub fn disk_unused(&self) -> Option<&'static str> {
         match (self.disk.is_some(), self.cache, self.memo.is_some()) {

@@ -24,8 +24,6 @@ pub(super) type Blobs = Vec<(String, Vec<u8>)>;
 
 /// The most bytes read ahead: what a lookup holds in memory at once.
 const MOST: u64 = 256 << 20;
-/// Batch reads in flight at once: at least this many, more when the server's batches are small.
-const READS: (usize, usize) = (8, 64);
 
 /// The reads under way: their blobs as each call brings them.
 pub(super) struct Prefetch {
@@ -76,8 +74,8 @@ impl Drop for Prefetch {
     }
 }
 
-/// Reads `digests`: small blobs in batches filled to the server's limit, each larger one alone,
-/// several calls in flight; each call's blobs read whole and checked go to `tell`. The first
+/// Reads `digests` in the client's read calls, several in flight; each call's blobs read whole
+/// and checked go to `tell`. The first
 /// call that fails ends it, and leaves what is left to the lookup.
 async fn read(
     client: Client,
@@ -86,20 +84,12 @@ async fn read(
     count: impl Fn(u64),
     tell: mpsc::UnboundedSender<Blobs>,
 ) {
-    let size = |d: &re::Digest| usize::try_from(d.size_bytes).unwrap_or(usize::MAX);
-    let (small, large): (Vec<_>, Vec<_>) =
-        digests.into_iter().partition(|d| client.batchable(size(d)));
-    let mut calls = super::reapi::pack(small, client.max_batch.max(1), size);
-    calls.extend(large.into_iter().map(|d| vec![d]));
-    let in_flight = client.calls_in_flight(READS.0, READS.1);
-    let mut reads = futures_util::stream::iter(calls)
+    let in_flight = client.reads_in_flight();
+    let mut reads = futures_util::stream::iter(client.read_calls(digests))
         .map(|call| {
             let mut client = client.clone();
             async move {
-                let got = match call.as_slice() {
-                    [one] => Ok(vec![client.read(one).await]),
-                    _ => client.batch_read(&call).await,
-                };
+                let got = client.read_call(&call).await;
                 (call, got)
             }
         })

@@ -46,7 +46,7 @@ pub struct Remote {
 /// The last link's objects read on `connection` (`known` remembers them): a relink most likely
 /// takes them back. Not without the action cache, nor with a disk cache (it has them).
 fn prefetch(options: &Options, c: &Connection, known: &RememberedJobs) -> Option<Prefetch> {
-    let disk = options.disk.is_some() && options.disk_unused().is_none();
+    let disk = options.disk_used().is_some();
     // A job that leads is not remembered: the link changed, and its entry will not answer.
     let changed = c.leads.as_ref().is_some_and(Leads::any);
     if !options.cache || disk || changed {

@@ -141,12 +141,8 @@ impl Session {
         shared: Shared,
     ) -> Session {
         let n = actions.jobs.len();
-        let disk = match options
-            .disk
-            .clone()
-            .filter(|_| options.disk_unused().is_none())
-        {
-            Some(dir) => super::disk::Disk::open(dir).map(Some),
+        let disk = match options.disk_used() {
+            Some(dir) => super::disk::Disk::open(dir.clone()).map(Some),
             None => Ok(None),
         };
         let (disk, problems) = match disk {

@@ -442,10 +442,31 @@ impl Client {
         (BYTES_IN_FLIGHT / self.max_batch.max(1)).clamp(least, most)
     }
 
+    /// Read calls to have in flight at once: at least 8, more when the server's batches are
+    /// small.
+    pub fn reads_in_flight(&self) -> usize {
+        self.calls_in_flight(8, 64)
+    }
+
+    /// The read calls of `digests` (`calls::read_calls`).
+    pub fn read_calls(&self, digests: Vec<re::Digest>) -> Vec<Vec<re::Digest>> {
+        calls::read_calls(digests, self.max_batch)
+    }
+
+    /// One read call: a batch, or one blob through ByteStream; each blob checked.
+    pub async fn read_call(
+        &mut self,
+        call: &[re::Digest],
+    ) -> Result<Vec<Result<Vec<u8>, tonic::Status>>, tonic::Status> {
+        match call {
+            [one] => Ok(vec![self.read(one).await]),
+            _ => self.batch_read(call).await,
+        }
+    }
+
     /// Whether a blob of `size` bytes fits in a batch call.
     pub fn batchable(&self, size: usize) -> bool {
-        // Room for the digest and framing of each entry.
-        size + 1024 <= self.max_batch
+        calls::fits(size, self.max_batch)
     }
 
     /// Uploads blobs that fit in batch calls, as few calls as the limit allows.
@@ -865,28 +886,8 @@ pub fn error_chain(e: &dyn std::error::Error) -> String {
     s
 }
 
-/// The calls of `blobs` (uploads, or reads): batches filled to `max` bytes (each blob counted
-/// as its `size` and 1 KiB of framing), and each blob too large for a batch alone, for
-/// ByteStream.
-pub fn pack<T>(blobs: Vec<T>, max: usize, size: impl Fn(&T) -> usize) -> Vec<Vec<T>> {
-    let mut calls: Vec<Vec<T>> = Vec::new();
-    let mut filled = usize::MAX;
-    for blob in blobs {
-        let cost = size(&blob) + 1024;
-        if cost > max {
-            calls.push(vec![blob]);
-            // Alone in its call: the next blob starts a batch.
-            filled = usize::MAX;
-        } else if filled.saturating_add(cost) > max {
-            calls.push(vec![blob]);
-            filled = cost;
-        } else {
-            filled += cost;
-            calls.last_mut().expect("a batch").push(blob);
-        }
-    }
-    calls
-}
+mod calls;
+pub use calls::pack;
 
 #[cfg(test)]
 mod tests;

@@ -1,0 +1,52 @@
+//! Calls: how blobs are grouped into calls — batches filled to the server's limit, each blob
+//! too large for a batch alone (through ByteStream) —
+//! reads and uploads alike.
+//!
+//! It knows sizes and the server's limit; the calls themselves are the client's.
+
+use bazel_remote_apis::build::bazel::remote::execution::v2 as re;
+
+/// Whether a blob of `size` bytes fits in a batch of `max_batch` bytes (with room for its
+/// digest and framing).
+pub fn fits(size: usize, max_batch: usize) -> bool {
+    size.saturating_add(1024) <= max_batch
+}
+
+/// The read calls of `digests`, in their order, on a server whose batches hold `max_batch`
+/// bytes: batches of at most READ_BATCH (or that limit, when smaller), then each blob too large
+/// for a batch alone.
+pub fn read_calls(digests: Vec<re::Digest>, max_batch: usize) -> Vec<Vec<re::Digest>> {
+    let size = |d: &re::Digest| usize::try_from(d.size_bytes).unwrap_or(usize::MAX);
+    let (small, large): (Vec<_>, Vec<_>) =
+        (digests.into_iter()).partition(|d| size(d).saturating_add(1024) <= max_batch);
+    let mut calls = pack(small, max_batch.clamp(1, READ_BATCH), size);
+    calls.extend(large.into_iter().map(|d| vec![d]));
+    calls
+}
+
+/// The most bytes asked in one batch read: smaller batches let the first objects be written
+/// while the rest come.
+const READ_BATCH: usize = 1 << 20;
+
+/// The calls of `blobs` (uploads, or reads): batches filled to `max` bytes (each blob counted
+/// as its `size` and 1 KiB of framing), and each blob too large for a batch alone, for
+/// ByteStream.
+pub fn pack<T>(blobs: Vec<T>, max: usize, size: impl Fn(&T) -> usize) -> Vec<Vec<T>> {
+    let mut calls: Vec<Vec<T>> = Vec::new();
+    let mut filled = usize::MAX;
+    for blob in blobs {
+        let cost = size(&blob) + 1024;
+        if cost > max {
+            calls.push(vec![blob]);
+            // Alone in its call: the next blob starts a batch.
+            filled = usize::MAX;
+        } else if filled.saturating_add(cost) > max {
+            calls.push(vec![blob]);
+            filled = cost;
+        } else {
+            filled += cost;
+            calls.last_mut().expect("a batch").push(blob);
+        }
+    }
+    calls
+}
