@@ -14,7 +14,7 @@ use bazel_remote_apis::build::bazel::remote::execution::v2 as re;
 use rayon::prelude::*;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// Each job as an action (None for a job that runs here), and every input file's digest.
 pub struct ActionPlan {
@@ -248,34 +248,38 @@ fn build_one(
     files: &HashMap<PathBuf, Found>,
     shard: Option<Shard>,
 ) -> (Built, Option<String>) {
-    // The shard's own entry: its digest, where it is, and its bytes.
-    let shard = shard.map(|(name, bytes)| {
-        let found = bytes
-            .as_ref()
-            .map(|b| (super::reapi::digest_of(b), cwd.join(&name)))
-            .map_err(String::clone);
-        (action::absolute(cwd, &name), found, bytes)
-    });
+    // The shard's own entry: where it is, its bytes, and their digest once asked for (a job
+    // remembered needs none).
+    let shard =
+        shard.map(|(name, bytes)| (action::absolute(cwd, &name), name, bytes, OnceLock::new()));
     let find = |path: &Path| -> Option<Result<&(re::Digest, PathBuf), &String>> {
         match &shard {
-            Some((at, found, _)) if at == path => Some(found.as_ref()),
+            Some((at, name, bytes, found)) if at == path => {
+                let found: &Found = found.get_or_init(|| {
+                    (bytes.as_ref())
+                        .map(|b| (super::reapi::digest_of(b), cwd.join(name)))
+                        .map_err(String::clone)
+                });
+                Some(found.as_ref())
+            }
             _ => files.get(path).map(Result::as_ref),
         }
     };
-    // Each input as found, its path made absolute once.
-    let found: Vec<_> = inputs
-        .iter()
-        .map(|input| find(&action::absolute(cwd, input)))
-        .collect();
-    if let Some((input, e)) = inputs.iter().zip(&found).find_map(|(input, f)| match f {
-        Some(Err(e)) => Some((input, e)),
-        _ => None,
-    }) {
+    // Each input that could not be read (the shard not hashed for it).
+    let problem = |path: &Path| -> Option<&String> {
+        match &shard {
+            Some((at, _, bytes, _)) if at == path => bytes.as_ref().err(),
+            _ => files.get(path)?.as_ref().err(),
+        }
+    };
+    if let Some((input, e)) =
+        (inputs.iter()).find_map(|input| Some((input, problem(&action::absolute(cwd, input))?)))
+    {
         return (Err(format!("read its input {input}: {e}")), None);
     }
     let shard_bytes = shard
         .as_ref()
-        .and_then(|(_, _, bytes)| bytes.as_deref().ok());
+        .and_then(|(_, _, bytes, _)| bytes.as_deref().ok());
     let digest = |p: &Path| match find(p) {
         Some(Ok((d, _))) => d.clone(),
         _ => re::Digest::default(),
