@@ -12,14 +12,29 @@ pub fn fits(size: usize, max_batch: usize) -> bool {
     size.saturating_add(1024) <= max_batch
 }
 
-/// The read calls of `digests`, in their order, on a server whose batches hold `max_batch`
-/// bytes: batches of at most READ_BATCH (or that limit, when smaller), then each blob too large
-/// for a batch alone.
-pub fn read_calls(digests: Vec<re::Digest>, max_batch: usize) -> Vec<Vec<re::Digest>> {
+/// The read calls of `digests` on a server whose batches hold `max_batch` bytes: batches of at
+/// most READ_BATCH (or that limit, when smaller), the largest blobs placed first, each in the
+/// first batch with room left for it (fewer calls than filling them in the order given: on a
+/// server of small batches, each call is a round trip and the server's work); then each blob
+/// too large for a batch alone.
+pub fn read_calls(mut digests: Vec<re::Digest>, max_batch: usize) -> Vec<Vec<re::Digest>> {
     let size = |d: &re::Digest| usize::try_from(d.size_bytes).unwrap_or(usize::MAX);
+    digests.sort_by_key(|d| std::cmp::Reverse(size(d)));
     let (small, large): (Vec<_>, Vec<_>) =
-        (digests.into_iter()).partition(|d| size(d).saturating_add(1024) <= max_batch);
-    let mut calls = pack(small, max_batch.clamp(1, READ_BATCH), size);
+        (digests.into_iter()).partition(|d| fits(size(d), max_batch));
+    let max = max_batch.clamp(1, READ_BATCH);
+    let mut batches: Vec<(usize, Vec<re::Digest>)> = Vec::new();
+    for d in small {
+        let cost = size(&d) + 1024;
+        match batches.iter_mut().find(|(filled, _)| filled + cost <= max) {
+            Some((filled, batch)) => {
+                *filled += cost;
+                batch.push(d);
+            }
+            None => batches.push((cost, vec![d])),
+        }
+    }
+    let mut calls: Vec<_> = batches.into_iter().map(|(_, batch)| batch).collect();
     calls.extend(large.into_iter().map(|d| vec![d]));
     calls
 }

@@ -124,3 +124,31 @@ fn batches_fill_to_the_limit_and_a_large_blob_goes_alone() {
     );
     assert!(super::pack(Vec::new(), 4096, by_len).is_empty());
 }
+
+#[test]
+fn reads_fill_each_batch_largest_first_in_fewer_calls_than_in_order() {
+    let d = |n: i64| re::Digest {
+        hash: format!("{n:064}"),
+        size_bytes: n,
+    };
+    let sizes = |calls: Vec<Vec<re::Digest>>| -> Vec<Vec<i64>> {
+        (calls.into_iter())
+            .map(|c| c.into_iter().map(|d| d.size_bytes).collect())
+            .collect()
+    };
+    // A limit of 4,100 bytes (each blob costs 1 KiB more): filled in this order, four calls;
+    // the largest first, each in the first batch with room, three (the large one alone).
+    let blobs = || vec![d(1076), d(1076), d(976), d(5000), d(976)];
+    assert_eq!(
+        sizes(super::pack(blobs(), 4100, |d| d.size_bytes as usize)),
+        [vec![1076], vec![1076, 976], vec![5000], vec![976]]
+    );
+    assert_eq!(
+        sizes(super::calls::read_calls(blobs(), 4100)),
+        [vec![1076, 976], vec![1076, 976], vec![5000]]
+    );
+    // Batches of at most 1 MiB on a server of large ones; nothing read is no call.
+    let big = super::calls::read_calls(vec![d(600 << 10), d(600 << 10)], 4 << 20);
+    assert_eq!(big.len(), 2);
+    assert!(super::calls::read_calls(Vec::new(), 4100).is_empty());
+}
