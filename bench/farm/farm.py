@@ -525,7 +525,7 @@ def write(args, bridge, results):
         rows = []
         for r in p["rows"]:
             net = f"{r['rtt']:g} ms, {r['mbit']:g} Mbit/s"
-            first_taken, costliest = [], []
+            first_taken, costliest, before = [], [], []
             for x in r["firsts"]:
                 t0 = x.get("bridge_start")
                 if t0 is None:
@@ -533,26 +533,32 @@ def write(args, bridge, results):
                 first_taken.append(min(a["taken"] for a in x["actions"]) - t0)
                 costliest += [a["taken"] - t0 for a in x["actions"]
                               if a.get("key") == p.get("costliest")]
+                # clang's start to dtlto-bridge's: lld's thin link, slower on a busy machine.
+                before.append(t0 - x["started"])
+            each = lambda xs: " / ".join(f"{x:.2f}" for x in xs)
             calls = lambda xs, k: med(x["calls"][k] for x in xs if "calls" in x)
             beside = r.get("beside") or []
             wire = [x["remote"].get("downloaded_bytes", 0) * 8 / (r["mbit"] * 1e6)
                     for x in r["relinks"]]
             own = [(x["bridge"] - w) / b for x, w, b in zip(r["relinks"], wire, beside)]
             rows.append([net, str(r["workers"]), f"{med(first_taken):.2f}",
-                         f"{med(costliest):.2f}",
+                         f"{med(costliest):.2f} ({each(costliest)})", each(before),
                          f"{calls(r['firsts'], 'calls'):.0f} / {calls(r['firsts'], 'serial'):.0f}",
                          f"{calls(r['relinks'], 'calls'):.0f} / "
                          f"{calls(r['relinks'], 'serial'):.0f}",
                          f"{med(x['bridge'] for x in r['relinks']):.3f}",
-                         f"{med(wire):.3f}", f"{med(beside):.3f}", f"{med(own):.2f}x"])
+                         f"{med(wire):.3f}", f"{med(beside):.3f}",
+                         f"{med(own):.2f}x ({each(own)})"])
         lines += bench.table(
             f"{p['name']}: the first seconds and the calls (medians; measures that do not depend "
             "on the job-time scale)",
             ["link", "workers", "dtlto-bridge's start to the first job taken by a bot s",
-             "to the costliest job taken s", "first link: calls / started with none in flight",
+             "to the costliest job taken s (each run)",
+             "first link: clang's start to dtlto-bridge's s (each run)",
+             "first link: calls / started with none in flight",
              "relink: calls / started with none in flight", "relink: dtlto-bridge's wall s",
              "relink: wire time of its downloads s", "relink: lld's phases s",
-             "relink: (dtlto-bridge's wall - wire) / lld's phases"], rows)
+             "relink: (dtlto-bridge's wall - wire) / lld's phases (each relink)"], rows)
         rows = []
         for r in p["rows"]:
             jobs = [j for x in r["firsts"] for j in x["jobs"]]
