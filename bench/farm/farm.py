@@ -453,7 +453,7 @@ def write(args, bridge, results):
         "Load average (1, 5, 15 min) at the start: "
         + ", ".join(f"{x:.2f}" for x in results["load_start"]) + "; at the end: "
         + ", ".join(f"{x:.2f}" for x in results["load_end"])
-        + " (other work shared this machine: see the notes below the tables).",
+        + " (what else ran on this machine, if anything: the notes below the tables).",
     ]
     lines += bench.table(
         "The relay, measured (bench/farm/relay.py --selftest: 1-byte round trip, median of 50; "

@@ -12,9 +12,10 @@ use super::memo::jobs::RememberedJobs;
 use crate::job::parse::{Job, JobFile};
 use bazel_remote_apis::build::bazel::remote::execution::v2 as re;
 use rayon::prelude::*;
+use std::cell::OnceCell;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 /// Each job as an action (None for a job that runs here), and every input file's digest.
 pub struct ActionPlan {
@@ -251,7 +252,7 @@ fn build_one(
     // The shard's own entry: where it is, its bytes, and their digest once asked for (a job
     // remembered needs none).
     let shard =
-        shard.map(|(name, bytes)| (action::absolute(cwd, &name), name, bytes, OnceLock::new()));
+        shard.map(|(name, bytes)| (action::absolute(cwd, &name), name, bytes, OnceCell::new()));
     let find = |path: &Path| -> Option<Result<&(re::Digest, PathBuf), &String>> {
         match &shard {
             Some((at, name, bytes, found)) if at == path => {

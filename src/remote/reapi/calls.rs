@@ -14,29 +14,37 @@ pub fn fits(size: usize, max_batch: usize) -> bool {
 
 /// The read calls of `digests` on a server whose batches hold `max_batch` bytes: batches of at
 /// most READ_BATCH (or that limit, when smaller), the largest blobs placed first, each in the
-/// first batch with room left for it (fewer calls than filling them in the order given: on a
-/// server of small batches, each call is a round trip and the server's work); then each blob
-/// too large for a batch alone.
+/// batch with the least room left that holds it (fewer calls than filling them in the order
+/// given: on a server of small batches, each call is a round trip and the server's work); then
+/// each blob too large for a batch alone.
 pub fn read_calls(mut digests: Vec<re::Digest>, max_batch: usize) -> Vec<Vec<re::Digest>> {
     let size = |d: &re::Digest| usize::try_from(d.size_bytes).unwrap_or(usize::MAX);
     digests.sort_by_key(|d| std::cmp::Reverse(size(d)));
     let (small, large): (Vec<_>, Vec<_>) =
         (digests.into_iter()).partition(|d| fits(size(d), max_batch));
     let max = max_batch.clamp(1, READ_BATCH);
-    let mut batches: Vec<(usize, Vec<re::Digest>)> = Vec::new();
+    let mut batches: Vec<Vec<re::Digest>> = Vec::new();
+    // Each batch's room left, and its index: the least room that holds a blob is found in
+    // log time, for links of any number of blobs.
+    let mut room: std::collections::BTreeSet<(usize, usize)> = Default::default();
     for d in small {
-        let cost = size(&d) + 1024;
-        match batches.iter_mut().find(|(filled, _)| filled + cost <= max) {
-            Some((filled, batch)) => {
-                *filled += cost;
-                batch.push(d);
+        let cost = size(&d).saturating_add(1024);
+        let k = match room.range((cost, 0)..).next().copied() {
+            Some((left, k)) => {
+                room.remove(&(left, k));
+                room.insert((left - cost, k));
+                k
             }
-            None => batches.push((cost, vec![d])),
-        }
+            None => {
+                room.insert((max.saturating_sub(cost), batches.len()));
+                batches.push(Vec::new());
+                batches.len() - 1
+            }
+        };
+        batches[k].push(d);
     }
-    let mut calls: Vec<_> = batches.into_iter().map(|(_, batch)| batch).collect();
-    calls.extend(large.into_iter().map(|d| vec![d]));
-    calls
+    batches.extend(large.into_iter().map(|d| vec![d]));
+    batches
 }
 
 /// The most bytes asked in one batch read: smaller batches let the first objects be written
