@@ -28,7 +28,7 @@ use std::sync::Arc;
 /// rounds, however late the server answers each call.
 const IN_FLIGHT: usize = 256;
 /// The most bytes of outputs held in memory at once, fetched and not yet written.
-const HELD: i64 = 256 << 20;
+pub(super) const HELD: i64 = 256 << 20;
 
 /// An output to write: where it goes, and its bytes.
 type Output<'a> = (&'a std::path::Path, &'a [u8]);
@@ -455,24 +455,12 @@ async fn fetch(
     let _ = fetched.send(inline);
     // The blobs read ahead (counted there) come first, as they arrive; the rest are read here.
     read_ahead(session, &mut reads, &fetched).await;
-    let mut reads = session.client.read_calls(reads).into_iter();
-    let mut calls = tokio::task::JoinSet::new();
-    let in_flight = session.client.reads_in_flight();
-    loop {
-        while calls.len() < in_flight && session.health.down().is_none() {
-            let Some(group) = reads.next() else { break };
-            let mut client = session.client.clone();
-            calls.spawn(async move {
-                let got = client.read_call(&group).await;
-                (group, got)
-            });
-        }
-        let Some(Ok((group, got))) = calls.join_next().await else {
-            break;
-        };
+    // A server found unreachable is asked nothing more: the jobs left are misses.
+    let up = || session.health.down().is_none();
+    let each = |call: Vec<re::Digest>, got: reapi::ReadAnswer| {
         session.health.saw(&got);
         let mut blobs = Vec::new();
-        for (d, got) in group.into_iter().zip(got.unwrap_or_default()) {
+        for (d, got) in call.into_iter().zip(got.unwrap_or_default()) {
             match got {
                 Ok(data) => blobs.push((d.hash, data)),
                 Err(e) if wrong_blob(e.code()) => wrong.push((d.hash, reapi::describe(&e))),
@@ -481,7 +469,9 @@ async fn fetch(
         }
         downloaded += blobs.iter().map(|(_, d)| d.len() as u64).sum::<u64>();
         let _ = fetched.send(blobs);
-    }
+        true
+    };
+    session.client.read_each(reads, up, each).await;
     session
         .counters
         .downloaded_bytes

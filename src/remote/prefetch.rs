@@ -13,9 +13,8 @@
 //! nothing.
 
 use super::health::Health;
-use super::reapi::Client;
+use super::reapi::{Client, ReadAnswer};
 use bazel_remote_apis::build::bazel::remote::execution::v2 as re;
-use futures_util::StreamExt;
 use std::sync::Arc;
 use tokio::sync::mpsc;
 
@@ -23,7 +22,7 @@ use tokio::sync::mpsc;
 pub(super) type Blobs = Vec<(String, Vec<u8>)>;
 
 /// The most bytes read ahead: what a lookup holds in memory at once.
-const MOST: u64 = 256 << 20;
+const MOST: u64 = super::lookup::HELD as u64;
 
 /// The reads under way: their blobs as each call brings them.
 pub(super) struct Prefetch {
@@ -74,9 +73,9 @@ impl Drop for Prefetch {
     }
 }
 
-/// Reads `digests` in the client's read calls, several in flight; each call's blobs read whole
-/// and checked go to `tell`. The first
-/// call that fails ends it, and leaves what is left to the lookup.
+/// Reads `digests` in the client's read calls (`Client::read_each`); each call's blobs read
+/// whole and checked go to `tell`. The first call that fails ends it, and leaves what is left
+/// to the lookup.
 async fn read(
     client: Client,
     digests: Vec<re::Digest>,
@@ -84,28 +83,17 @@ async fn read(
     count: impl Fn(u64),
     tell: mpsc::UnboundedSender<Blobs>,
 ) {
-    let in_flight = client.reads_in_flight();
-    let mut reads = futures_util::stream::iter(client.read_calls(digests))
-        .map(|call| {
-            let mut client = client.clone();
-            async move {
-                let got = client.read_call(&call).await;
-                (call, got)
-            }
-        })
-        .buffer_unordered(in_flight);
-    while let Some((call, got)) = reads.next().await {
+    let each = move |call: Vec<re::Digest>, got: ReadAnswer| {
         // A call that failed ends the reading ahead (the server told of it): the lookup reads
         // what is left itself, and waits for no more of these.
         health.saw(&got);
-        let Ok(got) = got else { return };
+        let Ok(got) = got else { return false };
         let blobs: Blobs = (call.into_iter().zip(got))
             .filter_map(|(d, got)| Some((d.hash, got.ok()?)))
             .collect();
         let bytes: usize = blobs.iter().map(|(_, b)| b.len()).sum();
         count(bytes as u64);
-        if tell.send(blobs).is_err() {
-            return;
-        }
-    }
+        tell.send(blobs).is_ok()
+    };
+    client.read_each(digests, || true, each).await;
 }

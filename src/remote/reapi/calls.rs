@@ -1,10 +1,54 @@
 //! Calls: how blobs are grouped into calls — batches filled to the server's limit, each blob
-//! too large for a batch alone (through ByteStream) —
-//! reads and uploads alike.
+//! too large for a batch alone (through ByteStream) — for uploads and reads, and the reads of
+//! many blobs made of them, several calls in flight.
 //!
-//! It knows sizes and the server's limit; the calls themselves are the client's.
+//! It knows sizes and the server's limit; what a call sends and checks is the client's, and
+//! what the blobs read are for, the caller's.
 
+use super::Client;
 use bazel_remote_apis::build::bazel::remote::execution::v2 as re;
+
+/// A read call's answer: each blob read whole and checked against its digest, or why not; or
+/// why the call failed as a whole.
+pub type ReadAnswer = Result<Vec<Result<Vec<u8>, tonic::Status>>, tonic::Status>;
+
+impl Client {
+    /// Reads `digests` in read calls (`read_calls`), several in flight (at least 8, more when
+    /// the server's batches are small), each on a task of its own; `each` is given every
+    /// call's digests and answer as the call ends, and says whether to go on. No call starts
+    /// once `go` says no (those under way still end and are told); dropped, or once `each`
+    /// says no, every call under way stops.
+    pub async fn read_each(
+        &self,
+        digests: Vec<re::Digest>,
+        go: impl Fn() -> bool,
+        mut each: impl FnMut(Vec<re::Digest>, ReadAnswer) -> bool,
+    ) {
+        let mut calls = read_calls(digests, self.max_batch).into_iter();
+        let in_flight = self.calls_in_flight(8, 64);
+        let mut running = tokio::task::JoinSet::new();
+        loop {
+            while running.len() < in_flight && go() {
+                let Some(call) = calls.next() else { break };
+                let mut client = self.clone();
+                running.spawn(async move {
+                    // A batch, or one blob through ByteStream.
+                    let got = match call.as_slice() {
+                        [one] => Ok(vec![client.read(one).await]),
+                        _ => client.batch_read(&call).await,
+                    };
+                    (call, got)
+                });
+            }
+            let Some(Ok((call, got))) = running.join_next().await else {
+                break;
+            };
+            if !each(call, got) {
+                break;
+            }
+        }
+    }
+}
 
 /// Whether a blob of `size` bytes fits in a batch of `max_batch` bytes (with room for its
 /// digest and framing).
@@ -51,14 +95,14 @@ pub fn read_calls(mut digests: Vec<re::Digest>, max_batch: usize) -> Vec<Vec<re:
 /// while the rest come.
 const READ_BATCH: usize = 1 << 20;
 
-/// The calls of `blobs` (uploads, or reads): batches filled to `max` bytes (each blob counted
-/// as its `size` and 1 KiB of framing), and each blob too large for a batch alone, for
+/// The upload calls of `blobs`, in their order: batches filled to `max` bytes (each blob
+/// counted as its `size` and 1 KiB of framing), and each blob too large for a batch alone, for
 /// ByteStream.
 pub fn pack<T>(blobs: Vec<T>, max: usize, size: impl Fn(&T) -> usize) -> Vec<Vec<T>> {
     let mut calls: Vec<Vec<T>> = Vec::new();
     let mut filled = usize::MAX;
     for blob in blobs {
-        let cost = size(&blob) + 1024;
+        let cost = size(&blob).saturating_add(1024);
         if cost > max {
             calls.push(vec![blob]);
             // Alone in its call: the next blob starts a batch.

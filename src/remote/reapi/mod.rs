@@ -442,28 +442,6 @@ impl Client {
         (BYTES_IN_FLIGHT / self.max_batch.max(1)).clamp(least, most)
     }
 
-    /// Read calls to have in flight at once: at least 8, more when the server's batches are
-    /// small.
-    pub fn reads_in_flight(&self) -> usize {
-        self.calls_in_flight(8, 64)
-    }
-
-    /// The read calls of `digests` (`calls::read_calls`).
-    pub fn read_calls(&self, digests: Vec<re::Digest>) -> Vec<Vec<re::Digest>> {
-        calls::read_calls(digests, self.max_batch)
-    }
-
-    /// One read call: a batch, or one blob through ByteStream; each blob checked.
-    pub async fn read_call(
-        &mut self,
-        call: &[re::Digest],
-    ) -> Result<Vec<Result<Vec<u8>, tonic::Status>>, tonic::Status> {
-        match call {
-            [one] => Ok(vec![self.read(one).await]),
-            _ => self.batch_read(call).await,
-        }
-    }
-
     /// Whether a blob of `size` bytes fits in a batch call.
     pub fn batchable(&self, size: usize) -> bool {
         calls::fits(size, self.max_batch)
@@ -887,7 +865,7 @@ pub fn error_chain(e: &dyn std::error::Error) -> String {
 }
 
 mod calls;
-pub use calls::pack;
+pub use calls::{pack, ReadAnswer};
 
 #[cfg(test)]
 mod tests;
