@@ -320,12 +320,7 @@ fn the_costliest_job_sends_its_inputs_alone_first() {
     let server = Server::start();
     // Each upload answered late: leads that sent side by side would ask for their inputs
     // while the first one's were still under way.
-    server.set(|f| {
-        f.slow.insert(
-            Method::BatchUpdateBlobs,
-            std::time::Duration::from_millis(300),
-        );
-    });
+    server.slow(Method::BatchUpdateBlobs, 300);
     let s = Space::new();
     sized_jobs(&s, 32, None);
     let (err, report) = linked(&s, &server, &[]);
@@ -373,12 +368,7 @@ fn an_interrupt_cancels_a_leading_job_and_leaves_nothing() {
 fn a_link_that_fails_after_its_lookup_leaves_no_lead_running_and_no_output() {
     let server = Server::start();
     // The link's own lookup (its entry, then each job) outlasts a lead's lookup and Execute.
-    server.set(|f| {
-        f.slow.insert(
-            Method::GetActionResult,
-            std::time::Duration::from_millis(1000),
-        );
-    });
+    server.slow(Method::GetActionResult, 1000);
     let failed = |s: &Space| {
         let (out, _) = link(s, &server, &["--ninja=/nonexistent/ninja"]);
         let err = stderr(&out);

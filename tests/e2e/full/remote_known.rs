@@ -228,12 +228,7 @@ fn a_relink_reads_the_last_links_objects_while_it_plans_and_takes_none_sent_wron
     use crate::fast::reapi::{Method, Seen, Server};
     let server = Server::start();
     // The link's entry answers late: the objects are read meanwhile.
-    server.set(|f| {
-        f.slow.insert(
-            Method::GetActionResult,
-            std::time::Duration::from_millis(500),
-        );
-    });
+    server.slow(Method::GetActionResult, 500);
     let space = Space::new();
     let inputs = space.hello();
     let (out, report) = link(&space, &server.args(), &[], &inputs);

@@ -170,6 +170,13 @@ impl Server {
         change(&mut lock(&self.state.faults));
     }
 
+    /// Answers each call of `method` `ms` milliseconds late, from now on.
+    pub fn slow(&self, method: Method, ms: u64) {
+        self.set(|f| {
+            f.slow.insert(method, Duration::from_millis(ms));
+        });
+    }
+
     /// Stops the server as `kill -STOP` would: its connections stay open and new ones are
     /// taken, but nothing is answered from now on, not even HTTP/2 pings.
     pub fn freeze(&self) {
