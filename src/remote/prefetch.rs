@@ -21,9 +21,6 @@ use tokio::sync::mpsc;
 /// Blobs read, by hash.
 pub(super) type Blobs = Vec<(String, Vec<u8>)>;
 
-/// The most bytes read ahead: what a lookup holds in memory at once.
-const MOST: u64 = super::lookup::HELD as u64;
-
 /// The reads under way: their blobs as each call brings them.
 pub(super) struct Prefetch {
     task: tokio::task::JoinHandle<()>,
@@ -32,12 +29,13 @@ pub(super) struct Prefetch {
 
 impl Prefetch {
     /// Starts reading `digests` (the last link's outputs) on `rt`, unless there are none or
-    /// more than MOST bytes; `cancelled` is the link's cancel, `count` told the bytes each call
-    /// brought.
+    /// more than `most` bytes (what the lookup holds in memory at once); `cancelled` is the
+    /// link's cancel, `count` told the bytes each call brought.
     pub(super) fn start(
         rt: &tokio::runtime::Runtime,
         client: &Client,
         digests: Vec<re::Digest>,
+        most: u64,
         mut cancelled: tokio::sync::watch::Receiver<bool>,
         health: Arc<Health>,
         count: impl Fn(u64) + Send + 'static,
@@ -46,7 +44,7 @@ impl Prefetch {
             .iter()
             .map(|d| u64::try_from(d.size_bytes).unwrap_or(u64::MAX))
             .fold(0, u64::saturating_add);
-        if digests.is_empty() || bytes > MOST {
+        if digests.is_empty() || bytes > most {
             return None;
         }
         let (tell, arrived) = mpsc::unbounded_channel();

@@ -61,6 +61,7 @@ fn prefetch(options: &Options, c: &Connection, known: &RememberedJobs) -> Option
         &c.rt,
         &c.client,
         known.last_outputs(),
+        super::lookup::HELD as u64,
         cancelled,
         health,
         count,

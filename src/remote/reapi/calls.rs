@@ -5,47 +5,37 @@
 //! It knows sizes and the server's limit; what a call sends and checks is the client's, and
 //! what the blobs read are for, the caller's.
 
-use super::Client;
 use bazel_remote_apis::build::bazel::remote::execution::v2 as re;
 
 /// A read call's answer: each blob read whole and checked against its digest, or why not; or
 /// why the call failed as a whole.
 pub type ReadAnswer = Result<Vec<Result<Vec<u8>, tonic::Status>>, tonic::Status>;
 
-impl Client {
-    /// Reads `digests` in read calls (`read_calls`), several in flight (at least 8, more when
-    /// the server's batches are small), each on a task of its own; `each` is given every
-    /// call's digests and answer as the call ends, and says whether to go on. No call starts
-    /// once `go` says no (those under way still end and are told); dropped, or once `each`
-    /// says no, every call under way stops.
-    pub async fn read_each(
-        &self,
-        digests: Vec<re::Digest>,
-        go: impl Fn() -> bool,
-        mut each: impl FnMut(Vec<re::Digest>, ReadAnswer) -> bool,
-    ) {
-        let mut calls = read_calls(digests, self.max_batch).into_iter();
-        let in_flight = self.calls_in_flight(8, 64);
-        let mut running = tokio::task::JoinSet::new();
-        loop {
-            while running.len() < in_flight && go() {
-                let Some(call) = calls.next() else { break };
-                let mut client = self.clone();
-                running.spawn(async move {
-                    // A batch, or one blob through ByteStream.
-                    let got = match call.as_slice() {
-                        [one] => Ok(vec![client.read(one).await]),
-                        _ => client.batch_read(&call).await,
-                    };
-                    (call, got)
-                });
-            }
-            let Some(Ok((call, got))) = running.join_next().await else {
-                break;
-            };
-            if !each(call, got) {
-                break;
-            }
+/// Runs `calls`, `in_flight` at once, each on a task of its own (`start` makes each one);
+/// `each` is given every call's digests and answer as the call ends, and says whether to go
+/// on. No call starts once `go` says no (those under way still end and are told); dropped,
+/// or once `each` says no, every call under way stops.
+pub async fn each_call<F>(
+    calls: Vec<Vec<re::Digest>>,
+    in_flight: usize,
+    start: impl Fn(Vec<re::Digest>) -> F,
+    go: impl Fn() -> bool,
+    mut each: impl FnMut(Vec<re::Digest>, ReadAnswer) -> bool,
+) where
+    F: std::future::Future<Output = (Vec<re::Digest>, ReadAnswer)> + Send + 'static,
+{
+    let mut calls = calls.into_iter();
+    let mut running = tokio::task::JoinSet::new();
+    loop {
+        while running.len() < in_flight && go() {
+            let Some(call) = calls.next() else { break };
+            running.spawn(start(call));
+        }
+        let Some(Ok((call, got))) = running.join_next().await else {
+            break;
+        };
+        if !each(call, got) {
+            break;
         }
     }
 }

@@ -442,6 +442,29 @@ impl Client {
         (BYTES_IN_FLIGHT / self.max_batch.max(1)).clamp(least, most)
     }
 
+    /// Reads `digests` in read calls (`calls::read_calls`: batches, and each blob too large for
+    /// one through ByteStream), several in flight (at least 8, more when the server's batches
+    /// are small), each blob checked; `go` and `each` as `calls::each_call` takes them.
+    pub async fn read_each(
+        &self,
+        digests: Vec<re::Digest>,
+        go: impl Fn() -> bool,
+        each: impl FnMut(Vec<re::Digest>, ReadAnswer) -> bool,
+    ) {
+        let start = |call: Vec<re::Digest>| {
+            let mut client = self.clone();
+            async move {
+                let got = match call.as_slice() {
+                    [one] => Ok(vec![client.read(one).await]),
+                    _ => client.batch_read(&call).await,
+                };
+                (call, got)
+            }
+        };
+        let calls = calls::read_calls(digests, self.max_batch);
+        calls::each_call(calls, self.calls_in_flight(8, 64), start, go, each).await;
+    }
+
     /// Whether a blob of `size` bytes fits in a batch call.
     pub fn batchable(&self, size: usize) -> bool {
         calls::fits(size, self.max_batch)
