@@ -234,10 +234,10 @@ fn content_plan<'a>(
 }
 
 impl ContentPlan<'_> {
-    /// What the action is made of, as a SHA-256: its command, each module by its name inside and
-    /// digest, and the shard's rewrite (`shard::Plan::identity`). No path of this link is in
-    /// it, so a relink whose lld named the same modules otherwise (archive members, by pid)
-    /// gives the same identity, and the same action.
+    /// What the action is made of, as a digest (BLAKE3): its command, each module by its name
+    /// inside and digest, and the shard's rewrite (`shard::Plan::identity`). No path of this
+    /// link is in it, so a relink whose lld named the same modules otherwise (archive members,
+    /// by pid) gives the same identity, and the same action.
     fn identity(&self) -> String {
         let mut h = crate::job::util::digest::Words::default();
         h.word("dtlto-bridge content action 1");
