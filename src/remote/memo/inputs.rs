@@ -8,13 +8,17 @@
 //! remembered: a later write in the same clock tick could leave both its times as they were;
 //! nor is a file on a file system whose inodes and times may not tell a file's content
 //! (`TRUSTED`).
-//! Archive members that lld extracts are new files in every link, so they are always read. It
-//! does not know what the files are for.
+//! Archive members that lld extracts are new files in every link, so they are always read; a
+//! file read is known by its content's BLAKE3 too, which takes a few times less CPU than its
+//! SHA-256: when the last link read the same content, its SHA-256 is taken from there (the two
+//! digests of one content are remembered only when taken over the same bytes, in one pass).
+//! It does not know what the files are for.
 
 use crate::job::store::Kept;
+use crate::job::util::digest::Sha256;
 use bazel_remote_apis::build::bazel::remote::execution::v2 as re;
 use std::collections::HashMap;
-use std::io::Read;
+use std::io::{Read, Seek};
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::sync::Mutex;
@@ -57,16 +61,26 @@ impl Key {
     }
 }
 
+/// A content's BLAKE3 (hex) and size.
+type Content = (String, u64);
+
 /// The digests remembered for one linker output, and those of this link.
 #[derive(Default)]
 pub struct InputDigests {
     /// Where they are kept (None: nothing is remembered).
     kept: Option<Kept>,
-    known: HashMap<Key, String>,
-    /// This link's files that may be remembered, with their digests.
-    now: Mutex<HashMap<Key, String>>,
+    known: Remembered,
+    /// This link's files that may be remembered, and the contents it read, with their digests.
+    now: Mutex<Remembered>,
     /// Whether each device's file system is `TRUSTED`.
     devices: Mutex<HashMap<u64, bool>>,
+}
+
+/// SHA-256 digests (hex) by file identity, and by content.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Remembered {
+    files: HashMap<Key, String>,
+    contents: HashMap<Content, String>,
 }
 
 impl InputDigests {
@@ -93,7 +107,7 @@ impl InputDigests {
         seen: Option<&std::fs::Metadata>,
     ) -> std::io::Result<re::Digest> {
         if self.kept.is_none() {
-            // Nothing is remembered: no identity to take.
+            // Nothing is remembered: no identity to take, no content to know.
             return read_digest(&mut std::fs::File::open(path)?);
         }
         let seen = match seen {
@@ -101,8 +115,8 @@ impl InputDigests {
             None => Key::of(&std::fs::metadata(path)?),
         };
         let trusted = self.trusted(seen.dev, path);
-        if let Some(hash) = self.known.get(&seen).filter(|_| trusted) {
-            crate::job::util::sync::lock(&self.now).insert(seen, hash.clone());
+        if let Some(hash) = self.known.files.get(&seen).filter(|_| trusted) {
+            (crate::job::util::sync::lock(&self.now).files).insert(seen, hash.clone());
             return Ok(re::Digest {
                 hash: hash.clone(),
                 size_bytes: seen.size as i64,
@@ -111,13 +125,47 @@ impl InputDigests {
         let mut f = std::fs::File::open(path)?;
         let before = Key::of(&f.metadata()?);
         let now = SystemTime::now();
-        let digest = read_digest(&mut f)?;
+        let digest = self.by_content(&mut f)?;
         // Remembered only when nothing changed it while it was read, or shortly before.
         let after = Key::of(&f.metadata()?);
         let whole = digest.size_bytes as u64 == before.size;
         if trusted && after == before && before.settled(now) && whole {
-            crate::job::util::sync::lock(&self.now).insert(before, digest.hash.clone());
+            (crate::job::util::sync::lock(&self.now).files).insert(before, digest.hash.clone());
         }
+        Ok(digest)
+    }
+
+    /// The digest of what `f` holds: its BLAKE3 read first, and the SHA-256 the last link took
+    /// of that content; else both read in one pass, and remembered together.
+    fn by_content(&self, f: &mut std::fs::File) -> std::io::Result<re::Digest> {
+        if !self.known.contents.is_empty() {
+            let mut h = blake3::Hasher::new();
+            let size = read_into(f, |piece| {
+                h.update(piece);
+            })?;
+            let content = (h.finalize().to_hex().to_string(), size);
+            if let Some(hash) = self.known.contents.get(&content) {
+                let digest = re::Digest {
+                    hash: hash.clone(),
+                    size_bytes: size as i64,
+                };
+                (crate::job::util::sync::lock(&self.now).contents)
+                    .insert(content, digest.hash.clone());
+                return Ok(digest);
+            }
+            f.rewind()?;
+        }
+        let (mut sha, mut b3) = (Sha256::default(), blake3::Hasher::new());
+        let size = read_into(f, |piece| {
+            sha.update(piece);
+            b3.update(piece);
+        })?;
+        let digest = re::Digest {
+            hash: sha.finish(),
+            size_bytes: size as i64,
+        };
+        let content = (b3.finalize().to_hex().to_string(), size);
+        (crate::job::util::sync::lock(&self.now).contents).insert(content, digest.hash.clone());
         Ok(digest)
     }
 
@@ -165,54 +213,79 @@ pub(super) fn trusted(path: &Path) -> bool {
 
 /// A file's digest, read in pieces.
 pub fn read_digest(f: &mut impl Read) -> std::io::Result<re::Digest> {
-    let mut h = crate::job::util::digest::Sha256::default();
-    let mut buf = vec![0u8; 1 << 16];
-    let mut size = 0u64;
-    loop {
-        let n = f.read(&mut buf)?;
-        if n == 0 {
-            break;
-        }
-        size += n as u64;
-        h.update(&buf[..n]);
-    }
+    let mut h = Sha256::default();
+    let size = read_into(f, |piece| h.update(piece))?;
     Ok(re::Digest {
         hash: h.finish(),
         size_bytes: size as i64,
     })
 }
 
-/// A line per file, `DEV INO SIZE MTIME CTIME HASH` (times as seconds.nanoseconds), sorted.
-fn lines(entries: &HashMap<Key, String>) -> Vec<String> {
-    let mut lines: Vec<String> = entries
-        .iter()
-        .map(|(k, hash)| {
-            format!(
-                "{} {} {} {}.{:09} {}.{:09} {hash}",
-                k.dev, k.ino, k.size, k.mtime.0, k.mtime.1, k.ctime.0, k.ctime.1
-            )
-        })
-        .collect();
+/// Reads `f` to its end, each piece given to `take`; the bytes read.
+fn read_into(f: &mut impl Read, mut take: impl FnMut(&[u8])) -> std::io::Result<u64> {
+    let mut buf = vec![0u8; 1 << 16];
+    let mut size = 0u64;
+    loop {
+        let n = f.read(&mut buf)?;
+        if n == 0 {
+            return Ok(size);
+        }
+        size += n as u64;
+        take(&buf[..n]);
+    }
+}
+
+/// A line per file, `DEV INO SIZE MTIME CTIME HASH` (times as seconds.nanoseconds), and per
+/// content, `content BLAKE3 SIZE HASH`, sorted.
+fn lines(r: &Remembered) -> Vec<String> {
+    let files = r.files.iter().map(|(k, hash)| {
+        format!(
+            "{} {} {} {}.{:09} {}.{:09} {hash}",
+            k.dev, k.ino, k.size, k.mtime.0, k.mtime.1, k.ctime.0, k.ctime.1
+        )
+    });
+    let contents =
+        (r.contents.iter()).map(|((b3, size), hash)| format!("content {b3} {size} {hash}"));
+    let mut lines: Vec<String> = files.chain(contents).collect();
     lines.sort();
     lines
 }
 
 /// The digests of a file's lines.
-fn parse(lines: &str) -> HashMap<Key, String> {
-    lines.lines().filter_map(parse_line).collect()
+fn parse(lines: &str) -> Remembered {
+    let mut r = Remembered::default();
+    for line in lines.lines() {
+        let words: Vec<&str> = line.split(' ').collect();
+        match words.as_slice() {
+            ["content", b3, size, hash] => {
+                if let (true, true, Ok(size)) = (hex64(b3), hex64(hash), size.parse()) {
+                    r.contents.insert((b3.to_string(), size), hash.to_string());
+                }
+            }
+            words => {
+                if let Some((key, hash)) = parse_file(words) {
+                    r.files.insert(key, hash);
+                }
+            }
+        }
+    }
+    r
 }
 
-fn parse_line(line: &str) -> Option<(Key, String)> {
+/// Whether `w` is a digest: 64 hex digits.
+fn hex64(w: &str) -> bool {
+    w.len() == 64 && w.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+fn parse_file(words: &[&str]) -> Option<(Key, String)> {
     let time = |w: &str| -> Option<(i64, i64)> {
         let (s, ns) = w.split_once('.')?;
         Some((s.parse().ok()?, ns.parse().ok()?))
     };
-    let words: Vec<&str> = line.split(' ').collect();
-    let [dev, ino, size, mtime, ctime, hash] = words.as_slice() else {
+    let [dev, ino, size, mtime, ctime, hash] = words else {
         return None;
     };
-    let hex = hash.len() == 64 && hash.bytes().all(|b| b.is_ascii_hexdigit());
-    hex.then_some(())?;
+    hex64(hash).then_some(())?;
     Some((
         Key {
             dev: dev.parse().ok()?,
@@ -252,12 +325,15 @@ mod tests {
         let memo = InputDigests::load(Some(kept.clone()));
         assert_eq!(memo.digest(&file, None).unwrap(), one);
         memo.save().unwrap();
-        assert!(InputDigests::load(Some(kept.clone())).known.is_empty());
+        assert!(InputDigests::load(Some(kept.clone()))
+            .known
+            .files
+            .is_empty());
         // The change time cannot be set back: a memo that saw it long ago stands in for that.
         let key = Key::of(&std::fs::metadata(&file).unwrap());
         let fake = "f".repeat(64);
-        kept.keep(false, || Ok(lines(&HashMap::from([(key, fake.clone())]))))
-            .unwrap();
+        let files = HashMap::from([(key, fake.clone())]);
+        kept.keep(false, || Ok(lines(&files_only(files)))).unwrap();
         let memo = InputDigests::load(Some(kept.clone()));
         assert_eq!(
             memo.digest(&file, None).unwrap().hash,
@@ -285,6 +361,58 @@ mod tests {
         );
     }
 
+    fn files_only(files: HashMap<Key, String>) -> Remembered {
+        Remembered {
+            files,
+            contents: HashMap::new(),
+        }
+    }
+
+    #[test]
+    fn a_content_read_in_the_last_link_is_known_by_its_blake3_under_any_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = camino::Utf8PathBuf::from_path_buf(dir.path().join("cache")).unwrap();
+        let kept = crate::job::store::CacheDir::open(cache)
+            .unwrap()
+            .link(dir.path(), "x")
+            .digests;
+        // The first link reads a member lld extracted (a new file): both digests remembered.
+        let first = dir.path().join("libx.a(m.o at 80).1.aa.o");
+        std::fs::write(&first, b"member").unwrap();
+        let memo = InputDigests::load(Some(kept.clone()));
+        let member = read_digest(&mut &b"member"[..]).unwrap();
+        assert_eq!(memo.digest(&first, None).unwrap(), member);
+        memo.save().unwrap();
+        let b3 = blake3::hash(b"member").to_hex().to_string();
+        let text = std::fs::read_to_string(kept.path()).unwrap();
+        assert!(
+            text.contains(&format!("content {b3} 6 {}\n", member.hash)),
+            "{text}"
+        );
+        // A memo whose SHA-256 for that content is another stands for one that was not read:
+        // the next link's member (another name, another file) takes it from there.
+        let fake = "e".repeat(64);
+        let mut r = files_only(HashMap::new());
+        r.contents.insert((b3.clone(), 6), fake.clone());
+        kept.keep(false, || Ok(lines(&r))).unwrap();
+        let second = dir.path().join("libx.a(m.o at 80).2.bb.o");
+        std::fs::write(&second, b"member").unwrap();
+        let memo = InputDigests::load(Some(kept.clone()));
+        assert_eq!(memo.digest(&second, None).unwrap().hash, fake);
+        // Another content is read whole, and its two digests remembered beside.
+        std::fs::write(&second, b"changed").unwrap();
+        let memo = InputDigests::load(Some(kept.clone()));
+        let changed = read_digest(&mut &b"changed"[..]).unwrap();
+        assert_eq!(memo.digest(&second, None).unwrap(), changed);
+        memo.save().unwrap();
+        let known = InputDigests::load(Some(kept.clone())).known.contents;
+        let key = (blake3::hash(b"changed").to_hex().to_string(), 7);
+        assert_eq!(known.get(&key), Some(&changed.hash));
+        // Nothing remembered: the file is read for its SHA-256 alone.
+        let memo = InputDigests::load(None);
+        assert_eq!(memo.digest(&second, None).unwrap(), changed);
+    }
+
     #[test]
     fn the_file_reads_back_and_bad_lines_are_left_out() {
         let key = Key {
@@ -295,17 +423,23 @@ mod tests {
             ctime: (1_700_000_001, 999_999_999),
         };
         let hash = "0123456789abcdef".repeat(4);
-        let text: String = lines(&HashMap::from([(key, hash.clone())]))
-            .iter()
-            .map(|l| format!("{l}\n"))
-            .collect();
+        let b3 = "a".repeat(64);
+        let mut r = files_only(HashMap::from([(key, hash.clone())]));
+        r.contents.insert((b3.clone(), 3), hash.clone());
+        let text: String = lines(&r).iter().map(|l| format!("{l}\n")).collect();
         assert_eq!(
             text,
-            format!("2049 77 3 1700000000.000000005 1700000001.999999999 {hash}\n")
+            format!(
+                "2049 77 3 1700000000.000000005 1700000001.999999999 {hash}\n\
+                 content {b3} 3 {hash}\n"
+            )
         );
-        assert_eq!(parse(&text), HashMap::from([(key, hash.clone())]));
-        let bad = format!("{text}1 2 3 4.5 6.7 nothex\n1 2 3 4 5.6 {hash}\n\n");
-        assert_eq!(parse(&bad).len(), 1);
+        assert_eq!(parse(&text), r);
+        let bad = format!(
+            "{text}1 2 3 4.5 6.7 nothex\n1 2 3 4 5.6 {hash}\n\ncontent {b3} x {hash}\n\
+             content {b3} 3\ncontent nothex 3 {hash}\n"
+        );
+        assert_eq!(parse(&bad), r);
         assert!(Key::of(&std::fs::metadata("/").unwrap()).settled(SystemTime::now()));
     }
 }
