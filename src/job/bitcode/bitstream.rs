@@ -194,9 +194,9 @@ impl Reader<'_> {
             .ok_or_else(|| format!("undefined abbreviation {id} (width {width})"))?;
         // The first value is the record's code, the others its operands.
         let mut code = None;
-        let mut values = Vec::new();
-        let mut put = |v: u64| match code {
-            None => code = Some(v),
+        let mut values = Vec::with_capacity(abbrev.len());
+        let put = |code: &mut Option<u64>, values: &mut Vec<u64>, v: u64| match code {
+            None => *code = Some(v),
             Some(_) => values.push(v),
         };
         let mut blob = false;
@@ -206,8 +206,10 @@ impl Reader<'_> {
                 Op::Array => {
                     let element = *abbrev.get(i + 1).ok_or("an array without its element")?;
                     let n = self.vbr(6)?;
+                    // Room at once for the elements of a usual array; more as they are read.
+                    values.reserve(usize::try_from(n).unwrap_or(usize::MAX).min(4096));
                     for _ in 0..n {
-                        put(self.scalar(element)?);
+                        put(&mut code, &mut values, self.scalar(element)?);
                     }
                     i += 2;
                     continue;
@@ -217,11 +219,11 @@ impl Reader<'_> {
                     let n = self.vbr(6)? as usize;
                     self.align32();
                     for _ in 0..n {
-                        put(self.fixed(8)?);
+                        put(&mut code, &mut values, self.fixed(8)?);
                     }
                     self.align32();
                 }
-                op => put(self.scalar(op)?),
+                op => put(&mut code, &mut values, self.scalar(op)?),
             }
             i += 1;
         }

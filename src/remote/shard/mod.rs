@@ -13,7 +13,6 @@ mod summary;
 
 use crate::job::bitcode::bitstream::{Block, Entry, Reader, Record, Writer, ENTER_SUBBLOCK};
 use crate::job::util::digest::Words;
-use std::collections::HashMap;
 
 use crate::job::bitcode::bitstream::{BLOCKINFO_BLOCK, MAGIC};
 const MODULE_BLOCK: u64 = 8;
@@ -87,7 +86,7 @@ impl<'a> ModuleTable<'a> {
         }
         // lld numbers the modules by their old names (19, 22) or their place in the link (14).
         modules.sort_by(|a, b| a.path.cmp(&b.path));
-        let numbers: HashMap<u64, u64> = modules
+        let numbers: summary::Modules = modules
             .iter()
             .enumerate()
             .map(|(new, m)| (m.id, new as u64))
@@ -146,11 +145,11 @@ pub struct Plan<'a> {
 }
 
 impl Plan<'_> {
-    /// What the rewritten shard is made of, as a SHA-256, without writing it: every byte of the
-    /// shard but its module path table, its summary block and their enclosing blocks' length
-    /// words; the renamed table; the summary block in canonical form (or as lld wrote it, when
-    /// kept). Two shards with the same identity are rewritten to the same bytes, whatever
-    /// paths, module numbers, value numbers and summary order lld gave them.
+    /// What the rewritten shard is made of, as a digest (BLAKE3), without writing it: every
+    /// byte of the shard but its module path table, its summary block and their enclosing
+    /// blocks' length words; the renamed table; the summary block in canonical form (or as
+    /// lld wrote it, when kept). Two shards with the same identity are rewritten to the same
+    /// bytes, whatever paths, module numbers, value numbers and summary order lld gave them.
     pub fn identity(&self) -> String {
         let (shard, t) = (self.shard, &self.table);
         let mut h = Words::default();
@@ -387,6 +386,7 @@ fn modules(records: Vec<Record>) -> Result<Vec<Module>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::HashMap;
 
     /// A shard clang-22/lld-22 wrote for examples/hello's main.o, with a regular archive's
     /// members named by lld (pid 0x2481).

@@ -14,7 +14,9 @@
 
 use crate::job::bitcode::bitstream::{Reader, Record, Writer};
 use crate::job::util::digest::Words;
-use std::collections::HashMap;
+
+/// Module ids, old to new.
+pub type Modules = rustc_hash::FxHashMap<u64, u64>;
 
 const FS_COMBINED: u64 = 4;
 const FS_COMBINED_PROFILE: u64 = 5;
@@ -59,11 +61,7 @@ pub struct Canonical {
 /// The block whose body (what follows its length word) is `body`, read and put in canonical
 /// form, its modules renumbered by `modules` (old id → new id); an error names the first thing
 /// it does not know.
-pub fn canonical(
-    body: &[u8],
-    width: u32,
-    modules: &HashMap<u64, u64>,
-) -> Result<Canonical, String> {
+pub fn canonical(body: &[u8], width: u32, modules: &Modules) -> Result<Canonical, String> {
     let mut r = Reader {
         bytes: body,
         bit: 0,
@@ -263,13 +261,14 @@ fn guid(ops: &[u64], version: u64) -> Result<u64, String> {
 fn renumber(
     record: &mut Record,
     values: &rustc_hash::FxHashMap<u64, u64>,
-    modules: &HashMap<u64, u64>,
+    modules: &Modules,
 ) -> Result<(), String> {
     let code = record.code;
     let len = record.ops.len();
     let wrong = || format!("record code {code} ({}) of {len} operands", name(code));
-    // The positions that hold value ids, the first one the summary's own.
-    let positions: Vec<usize> = match code {
+    // The positions that hold value ids: the summary's own (0), a run of references, and
+    // calls every `stride` operands.
+    let (refs, calls, stride) = match code {
         FS_COMBINED | FS_COMBINED_PROFILE => {
             let refs = record.ops.get(6).ok_or_else(wrong)?;
             let calls_at = usize::try_from(*refs)
@@ -281,19 +280,15 @@ fn renumber(
             if !(len - calls_at).is_multiple_of(stride) {
                 return Err(wrong());
             }
-            let refs = 9..calls_at;
-            std::iter::once(0)
-                .chain(refs)
-                .chain((calls_at..len).step_by(stride))
-                .collect()
+            (9..calls_at, calls_at..len, stride)
         }
-        FS_COMBINED_GLOBALVAR_INIT_REFS if len >= 4 => std::iter::once(0).chain(4..len).collect(),
+        FS_COMBINED_GLOBALVAR_INIT_REFS if len >= 4 => (4..len, len..len, 1),
         // LLVM 22 writes aliasee 0 for an alias whose aliasee is not in the shard.
-        FS_COMBINED_ALIAS if len == 4 && record.ops[3] == 0 => vec![0],
-        FS_COMBINED_ALIAS if len == 4 => vec![0, 3],
+        FS_COMBINED_ALIAS if len == 4 && record.ops[3] == 0 => (len..len, len..len, 1),
+        FS_COMBINED_ALIAS if len == 4 => (3..4, len..len, 1),
         _ => return Err(wrong()),
     };
-    for at in positions {
+    for at in std::iter::once(0).chain(refs).chain(calls.step_by(stride)) {
         let v = record.ops[at];
         record.ops[at] = *values
             .get(&v)
@@ -327,11 +322,11 @@ mod tests {
         w.into_bytes()
     }
 
-    fn written(body: &[u8], modules: &HashMap<u64, u64>) -> Result<Vec<u8>, String> {
+    fn written(body: &[u8], modules: &Modules) -> Result<Vec<u8>, String> {
         canonical(body, 4, modules).map(|c| c.write(0))
     }
 
-    fn identity(body: &[u8], modules: &HashMap<u64, u64>) -> String {
+    fn identity(body: &[u8], modules: &Modules) -> String {
         let mut h = Words::default();
         canonical(body, 4, modules).unwrap().identity(&mut h);
         h.finish()
@@ -373,8 +368,8 @@ mod tests {
         records
     }
 
-    fn identity_modules() -> HashMap<u64, u64> {
-        HashMap::from([(0, 0), (1, 1)])
+    fn identity_modules() -> Modules {
+        Modules::from_iter([(0, 0), (1, 1)])
     }
 
     #[test]
@@ -382,7 +377,7 @@ mod tests {
         let first = block([1, 2, 3], [0, 1]);
         let second = block([3, 1, 2], [1, 0]);
         let same = identity_modules();
-        let swap = HashMap::from([(0, 1), (1, 0)]);
+        let swap = Modules::from_iter([(0, 1), (1, 0)]);
         let a = written(&body(&first), &same).unwrap();
         let b = written(&body(&second), &swap).unwrap();
         assert_eq!(a, b);
@@ -422,7 +417,7 @@ mod tests {
 
     #[test]
     fn what_it_does_not_know_is_an_error() {
-        let identity = HashMap::from([(0, 0), (1, 1)]);
+        let identity = Modules::from_iter([(0, 0), (1, 1)]);
         let refused = |records: &[Record]| written(&body(records), &identity).unwrap_err();
         let good = block([1, 2, 3], [0, 1]);
         let with = |at: usize, r: Record| {
