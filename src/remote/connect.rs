@@ -1,7 +1,8 @@
 //! Connect: a link's connection to the server, made on a thread of its own while the link's
 //! inputs are read: first the costliest jobs' (`lead`), whose actions, once built, the
-//! connection starts as soon as it is made; then every other input. A server that cannot be
-//! used stops the reading where it is.
+//! connection starts as soon as it is made; then every other input. When no job leads (none is
+//! new), the last link's objects are read ahead from then on (`prefetch`). A server that cannot
+//! be used stops the reading where it is.
 //!
 //! It knows the order of those first steps; the calls are `reapi`'s, the reading `plan`'s, and
 //! how a lead runs `lead`'s.
@@ -13,6 +14,7 @@ use super::memo::inputs::InputDigests;
 use super::memo::jobs::RememberedJobs;
 use super::options::Options;
 use super::plan::{self, Read};
+use super::prefetch::Prefetch;
 use super::reapi::Client;
 use super::session::Shared;
 use crate::job::parse::JobFile;
@@ -33,13 +35,15 @@ pub(super) struct Given<'a> {
 }
 
 /// The connection made: its runtime and client, whether the server takes action-cache
-/// updates, what the link's sessions share, and the leads started on it.
+/// updates, what the link's sessions share, the leads started on it, and the last link's
+/// objects being read.
 pub(super) struct Connection {
     pub rt: tokio::runtime::Runtime,
     pub client: Client,
     pub cache_updates: bool,
     pub shared: Shared,
     pub leads: Option<Leads>,
+    pub prefetch: Option<Prefetch>,
 }
 
 /// What the first steps found: the connection (or why there is none), what every action is
@@ -70,16 +74,18 @@ pub(super) fn connect_while_reading(
     let failed = &AtomicBool::new(false);
     let picked = lead::pick(cost, lead::count(cost.len()).min(options.jobs));
     let (hand, handed) = std::sync::mpsc::channel::<Planned>();
-    std::thread::scope(|scope| {
+    let files = options.memo.as_ref();
+    // Only with the action cache: a job remembered is built again to execute.
+    let known = Arc::new(match options.cache {
+        true => RememberedJobs::load(files.map(|f| f.actions.clone())),
+        false => RememberedJobs::default(),
+    });
+    let (connected, common, memo, read) = std::thread::scope(|scope| {
         // Its own thread: connecting waits, and the reading takes every core.
-        let connecting = scope.spawn(move || connection(options, cwd, cancelled, failed, handed));
-        let files = options.memo.as_ref();
+        let last = &*known;
+        let connecting =
+            scope.spawn(move || connection(options, cwd, cancelled, failed, handed, last));
         let memo = InputDigests::load(files.map(|f| f.digests.clone()));
-        // Only with the action cache: a job remembered is built again to execute.
-        let known = Arc::new(match options.cache {
-            true => RememberedJobs::load(files.map(|f| f.actions.clone())),
-            false => RememberedJobs::default(),
-        });
         // The compiler's answer is waited for, whatever happens next: first when jobs lead
         // (their actions need it), else once the inputs are read.
         let common = |identity: AskedCompiler| common(options, cwd, identity);
@@ -104,18 +110,21 @@ pub(super) fn connect_while_reading(
         let connected = connecting
             .join()
             .unwrap_or_else(|_| Err("connect to the server: the thread panicked".into()));
-        (connected, common, memo, known, read)
-    })
+        (connected, common, memo, read)
+    });
+    (connected, common, memo, known, read)
 }
 
-/// The connecting thread: the connection, and the leads started on it once they are handed
-/// over (none when the reading hands none); `failed` is set when there is no connection.
+/// The connecting thread: the connection, the leads started on it once they are handed over
+/// (none when the reading hands none), then the prefetch of what `known` remembers; `failed` is
+/// set when there is no connection.
 fn connection(
     options: &Options,
     cwd: &Path,
     cancelled: tokio::sync::watch::Receiver<bool>,
     failed: &AtomicBool,
     handed: std::sync::mpsc::Receiver<Planned>,
+    known: &RememberedJobs,
 ) -> Result<Connection, String> {
     let (rt, client, cache_updates) = match connect(options) {
         Ok(connected) => connected,
@@ -136,13 +145,48 @@ fn connection(
         };
         Leads::start(start, planned)
     });
+    let prefetch = prefetch(options, &rt, &client, &shared, leads.as_ref(), known);
     Ok(Connection {
         rt,
         client,
         cache_updates,
         shared,
         leads,
+        prefetch,
     })
+}
+
+/// The last link's objects read (`known` remembers them) as soon as the connection is made and
+/// no job leads: a relink most likely takes them back. Not without the action cache, nor with a
+/// disk cache (it has them).
+fn prefetch(
+    options: &Options,
+    rt: &tokio::runtime::Runtime,
+    client: &Client,
+    shared: &Shared,
+    leads: Option<&Leads>,
+    known: &RememberedJobs,
+) -> Option<Prefetch> {
+    let disk = options.disk_used().is_some();
+    // A job that leads is not remembered: the link changed, and its entry will not answer.
+    let changed = leads.is_some_and(Leads::any);
+    if !options.cache || disk || changed {
+        return None;
+    }
+    let counters = shared.counters.clone();
+    let count = move |n| {
+        counters.downloaded_bytes.fetch_add(n, Ordering::Relaxed);
+    };
+    let (cancelled, health) = (shared.cancelled.clone(), shared.health.clone());
+    Prefetch::start(
+        rt,
+        client,
+        known.last_outputs(),
+        super::lookup::HELD as u64,
+        cancelled,
+        health,
+        count,
+    )
 }
 
 /// What every action of the link is built with, once the compiler has answered.

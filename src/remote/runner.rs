@@ -10,10 +10,8 @@
 use super::connect::{connect_while_reading, Connection, Given};
 use super::lead::Leads;
 use super::memo::compilers::AskedCompiler;
-use super::memo::jobs::RememberedJobs;
 use super::options::Options;
 use super::plan::ActionPlan;
-use super::prefetch::Prefetch;
 use super::session::Session;
 use crate::job::outcome::{RemoteEnd as End, RemoteTotals as Totals};
 use crate::job::parse::JobFile;
@@ -41,31 +39,6 @@ pub struct Remote {
     server: String,
     /// What went wrong on the side (a cancel the server refused), for the caller to print.
     warnings: Arc<Mutex<Vec<String>>>,
-}
-
-/// The last link's objects read on `connection` (`known` remembers them): a relink most likely
-/// takes them back. Not without the action cache, nor with a disk cache (it has them).
-fn prefetch(options: &Options, c: &Connection, known: &RememberedJobs) -> Option<Prefetch> {
-    let disk = options.disk_used().is_some();
-    // A job that leads is not remembered: the link changed, and its entry will not answer.
-    let changed = c.leads.as_ref().is_some_and(Leads::any);
-    if !options.cache || disk || changed {
-        return None;
-    }
-    let counters = c.shared.counters.clone();
-    let count = move |n| {
-        counters.downloaded_bytes.fetch_add(n, Ordering::Relaxed);
-    };
-    let (cancelled, health) = (c.shared.cancelled.clone(), c.shared.health.clone());
-    Prefetch::start(
-        &c.rt,
-        &c.client,
-        known.last_outputs(),
-        super::lookup::HELD as u64,
-        cancelled,
-        health,
-        count,
-    )
 }
 
 impl Remote {
@@ -98,7 +71,6 @@ impl Remote {
                 return Err(e);
             }
         };
-        let prefetch = prefetch(options, &connection, &known);
         let (actions, mut why) = ActionPlan::build(&common?, known, file, cwd, read);
         let mut warnings: Vec<String> = options.target.exposed_headers().into_iter().collect();
         if let Err(e) = memo.save() {
@@ -110,6 +82,7 @@ impl Remote {
             cache_updates,
             shared,
             leads,
+            prefetch,
         } = connection;
         let mut session = Session::new(options, client, cache_updates, actions, file, cwd, shared);
         session.entry = (options.link_entry)
