@@ -49,8 +49,8 @@ impl Kind {
 
 /// How long each job took, and what went into its remote action (`report::history`).
 pub const HISTORY: Kind = Kind::new("history", 1);
-/// Input files' digests by their identity (`remote::memo::inputs`).
-pub const DIGESTS: Kind = Kind::new("digests", 1);
+/// Input files' digests by their identity and by their content (`remote::memo::inputs`).
+pub const DIGESTS: Kind = Kind::new("digests", 2);
 /// Each job's action by what it is built from (`remote::memo::jobs`).
 pub const ACTIONS: Kind = Kind::new("actions", 2);
 /// Compilers' identities (`remote::memo::compilers`).

@@ -1,18 +1,19 @@
 //! Inputs: input files' SHA-256 digests, remembered from one link of an output to the next by each
 //! file's identity (device, inode, size, modification and change times), so that an unchanged file
-//! is not read again.
+//! is not read again, and by content (its BLAKE3 and size), so that a file read again for the same
+//! content is not SHA-256'd again.
 //!
 //! It knows one small text file per (directory, linker output) beside the history, holding the
-//! files of the last link only. A missing, unreadable or stale file, or a line it cannot read,
-//! only means files read again. A file changed less than `SETTLED` before it was read is not
-//! remembered: a later write in the same clock tick could leave both its times as they were;
-//! nor is a file on a file system whose inodes and times may not tell a file's content
-//! (`TRUSTED`).
-//! Archive members that lld extracts are new files in every link, so they are always read; a
-//! file read is known by its content's BLAKE3 too, which takes a few times less CPU than its
-//! SHA-256: when the last link read the same content, its SHA-256 is taken from there (the two
-//! digests of one content are remembered only when taken over the same bytes, in one pass).
-//! It does not know what the files are for.
+//! files and contents of the last link only. A missing, unreadable or stale file, or a line it
+//! cannot read, only means files read again. A file changed less than `SETTLED` before it was
+//! read is not remembered by identity: a later write in the same clock tick could leave both its
+//! times as they were; nor is a file on a file system whose inodes and times may not tell a
+//! file's content (`TRUSTED`).
+//! Archive members that lld extracts are new files in every link, so they are always read: a
+//! regular file of a size the last link read is first read for its BLAKE3 (a few times less CPU
+//! than its SHA-256), and when the last link read the same content, its SHA-256 is taken from
+//! there. The two digests of one content are remembered only when taken over the same bytes, in
+//! one pass. It does not know what the files are for.
 
 use crate::job::store::Kept;
 use crate::job::util::digest::Sha256;
@@ -74,6 +75,9 @@ pub struct InputDigests {
     now: Mutex<Remembered>,
     /// Whether each device's file system is `TRUSTED`.
     devices: Mutex<HashMap<u64, bool>>,
+    /// The sizes of the contents known: only a file of one of them is read for its BLAKE3
+    /// first (one of another size is read once, as without the contents).
+    sizes: std::collections::HashSet<u64>,
 }
 
 /// SHA-256 digests (hex) by file identity, and by content.
@@ -90,11 +94,13 @@ impl InputDigests {
             .and_then(Kept::read)
             .map(|text| parse(&text))
             .unwrap_or_default();
+        let sizes = known.contents.keys().map(|(_, size)| *size).collect();
         InputDigests {
             kept,
             known,
             now: Mutex::default(),
             devices: Mutex::default(),
+            sizes,
         }
     }
 
@@ -123,9 +129,13 @@ impl InputDigests {
             });
         }
         let mut f = std::fs::File::open(path)?;
-        let before = Key::of(&f.metadata()?);
+        let meta = f.metadata()?;
+        let before = Key::of(&meta);
         let now = SystemTime::now();
-        let digest = self.by_content(&mut f)?;
+        // Read twice only when it may pay: a regular file (one that can be read again) of a
+        // size among the contents the last link read.
+        let first = meta.is_file() && self.sizes.contains(&before.size);
+        let digest = self.by_content(&mut f, first)?;
         // Remembered only when nothing changed it while it was read, or shortly before.
         let after = Key::of(&f.metadata()?);
         let whole = digest.size_bytes as u64 == before.size;
@@ -135,10 +145,11 @@ impl InputDigests {
         Ok(digest)
     }
 
-    /// The digest of what `f` holds: its BLAKE3 read first, and the SHA-256 the last link took
-    /// of that content; else both read in one pass, and remembered together.
-    fn by_content(&self, f: &mut std::fs::File) -> std::io::Result<re::Digest> {
-        if !self.known.contents.is_empty() {
+    /// The digest of what `f` holds: when `first`, its BLAKE3 read first, and the SHA-256 the
+    /// last link took of that content; else (or when the last link did not read it) both read
+    /// in one pass, and remembered together.
+    fn by_content(&self, f: &mut std::fs::File, first: bool) -> std::io::Result<re::Digest> {
+        if first {
             let mut h = blake3::Hasher::new();
             let size = read_into(f, |piece| {
                 h.update(piece);
@@ -272,9 +283,9 @@ fn parse(lines: &str) -> Remembered {
     r
 }
 
-/// Whether `w` is a digest: 64 hex digits.
+/// Whether `w` is a digest as REAPI writes it: 64 lower-case hex digits.
 fn hex64(w: &str) -> bool {
-    w.len() == 64 && w.bytes().all(|b| b.is_ascii_hexdigit())
+    w.len() == 64 && w.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
 fn parse_file(words: &[&str]) -> Option<(Key, String)> {
@@ -413,6 +424,56 @@ mod tests {
         assert_eq!(memo.digest(&second, None).unwrap(), changed);
     }
 
+    fn memo_in(dir: &Path) -> Kept {
+        let cache = camino::Utf8PathBuf::from_path_buf(dir.join("cache")).unwrap();
+        let store = crate::job::store::CacheDir::open(cache).unwrap();
+        store.link(dir, "x").digests
+    }
+
+    #[test]
+    fn the_same_contents_again_only_touch_the_memo_and_others_rewrite_it() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let kept = memo_in(dir.path());
+        let m = dir.path().join("m.o");
+        // A link that reads `bytes` from a new file, as lld's extracted members are.
+        let link = |bytes: &[u8]| {
+            let _ = std::fs::remove_file(&m);
+            std::fs::write(&m, bytes).unwrap();
+            let memo = InputDigests::load(Some(kept.clone()));
+            memo.digest(&m, None).unwrap();
+            memo.save().unwrap();
+            std::fs::metadata(kept.path()).unwrap().ino()
+        };
+        let first = link(b"member");
+        assert_eq!(
+            link(b"member"),
+            first,
+            "same content, new file: not rewritten"
+        );
+        assert_ne!(link(b"others"), first, "other content: rewritten");
+    }
+
+    #[test]
+    fn what_cannot_be_read_twice_is_read_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let kept = memo_in(dir.path());
+        // Some content of the size the pipe will bring is known.
+        let mut r = files_only(HashMap::new());
+        r.contents.insert(("a".repeat(64), 4), "b".repeat(64));
+        kept.keep(false, || Ok(lines(&r))).unwrap();
+        let fifo = dir.path().join("f.o");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        assert!(made.unwrap().success());
+        let writer = {
+            let fifo = fifo.clone();
+            std::thread::spawn(move || std::fs::write(fifo, b"fifo").unwrap())
+        };
+        let got = InputDigests::load(Some(kept)).digest(&fifo, None);
+        writer.join().unwrap();
+        assert_eq!(got.unwrap(), read_digest(&mut &b"fifo"[..]).unwrap());
+    }
+
     #[test]
     fn the_file_reads_back_and_bad_lines_are_left_out() {
         let key = Key {
@@ -435,9 +496,12 @@ mod tests {
             )
         );
         assert_eq!(parse(&text), r);
+        // Upper-case digits too: REAPI's digests are lower case.
+        let upper = hash.to_uppercase();
         let bad = format!(
             "{text}1 2 3 4.5 6.7 nothex\n1 2 3 4 5.6 {hash}\n\ncontent {b3} x {hash}\n\
-             content {b3} 3\ncontent nothex 3 {hash}\n"
+             content {b3} 3\ncontent nothex 3 {hash}\ncontent {b3} 4 {upper}\n\
+             1 2 3 4.5 6.7 {upper}\n"
         );
         assert_eq!(parse(&bad), r);
         assert!(Key::of(&std::fs::metadata("/").unwrap()).settled(SystemTime::now()));
