@@ -194,7 +194,7 @@ impl Reader<'_> {
             .ok_or_else(|| format!("undefined abbreviation {id} (width {width})"))?;
         // The first value is the record's code, the others its operands.
         let mut code = None;
-        let mut values = Vec::with_capacity(abbrev.len());
+        let mut values = Vec::with_capacity(abbrev.len().min(16));
         let put = |code: &mut Option<u64>, values: &mut Vec<u64>, v: u64| match code {
             None => *code = Some(v),
             Some(_) => values.push(v),
@@ -205,6 +205,11 @@ impl Reader<'_> {
             match abbrev[i] {
                 Op::Array => {
                     let element = *abbrev.get(i + 1).ok_or("an array without its element")?;
+                    // As LLVM reads them: an element is an encoding (a literal would let a
+                    // count read no bits for any number of elements).
+                    if matches!(element, Op::Literal(_)) {
+                        return Err("an array of literals".into());
+                    }
                     let n = self.vbr(6)?;
                     // Room at once for the elements of a usual array; more as they are read.
                     values.reserve(usize::try_from(n).unwrap_or(usize::MAX).min(4096));
@@ -508,6 +513,23 @@ mod tests {
             proptest::prop_assert_eq!(back, records);
             proptest::prop_assert_eq!(r.bit, bytes.len() * 8);
         }
+    }
+
+    #[test]
+    fn an_array_of_literals_is_refused_whatever_its_count() {
+        // A count of 2^40 elements that would read no bits each.
+        let mut w = Writer::default();
+        w.vbr(1 << 40, 6);
+        let bytes = w.into_bytes();
+        let mut r = Reader {
+            bytes: &bytes,
+            bit: 0,
+        };
+        let abbrev = vec![Op::Literal(1), Op::Array, Op::Literal(0)];
+        assert_eq!(
+            r.record(4, 4, &[abbrev]).unwrap_err(),
+            "an array of literals"
+        );
     }
 
     #[test]

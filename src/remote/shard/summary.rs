@@ -313,6 +313,76 @@ mod tests {
         }
     }
 
+    /// The positions of value ids as the first version of `renumber` listed them, one Vec per
+    /// record: None where it refused the record.
+    fn positions_listed(code: u64, ops: &[u64]) -> Option<Vec<usize>> {
+        let len = ops.len();
+        Some(match code {
+            FS_COMBINED | FS_COMBINED_PROFILE => {
+                let refs = usize::try_from(*ops.get(6)?).ok()?;
+                let at = refs.checked_add(9).filter(|a| *a <= len)?;
+                let stride = if code == FS_COMBINED_PROFILE { 2 } else { 1 };
+                if !(len - at).is_multiple_of(stride) {
+                    return None;
+                }
+                std::iter::once(0)
+                    .chain(9..at)
+                    .chain((at..len).step_by(stride))
+                    .collect()
+            }
+            FS_COMBINED_GLOBALVAR_INIT_REFS if len >= 4 => {
+                std::iter::once(0).chain(4..len).collect()
+            }
+            FS_COMBINED_ALIAS if len == 4 && ops[3] == 0 => vec![0],
+            FS_COMBINED_ALIAS if len == 4 => vec![0, 3],
+            _ => return None,
+        })
+    }
+
+    #[test]
+    fn records_are_renumbered_at_the_positions_their_layouts_give() {
+        let values: rustc_hash::FxHashMap<u64, u64> = (0..64).map(|v| (v, v + 1000)).collect();
+        let modules = Modules::from_iter([(7, 3)]);
+        let codes = [
+            FS_COMBINED,
+            FS_COMBINED_PROFILE,
+            FS_COMBINED_GLOBALVAR_INIT_REFS,
+            FS_COMBINED_ALIAS,
+            FS_VERSION,
+        ];
+        for code in codes {
+            for len in 0..16usize {
+                for refs in [0u64, 1, 2, 3, 6, 7, u64::MAX] {
+                    for aliasee in [0u64, 5] {
+                        let mut ops: Vec<u64> = (0..len as u64).map(|i| 10 + i).collect();
+                        if len > 1 {
+                            ops[1] = 7;
+                        }
+                        if len > 6 && matches!(code, FS_COMBINED | FS_COMBINED_PROFILE) {
+                            ops[6] = refs;
+                        }
+                        if len > 3 && code == FS_COMBINED_ALIAS {
+                            ops[3] = aliasee;
+                        }
+                        let mut r = record(code, &ops);
+                        let got = renumber(&mut r, &values, &modules);
+                        let Some(at) = positions_listed(code, &ops) else {
+                            assert!(got.is_err(), "{code} {ops:?}");
+                            continue;
+                        };
+                        got.unwrap();
+                        let mut want = ops.clone();
+                        for i in at {
+                            want[i] += 1000;
+                        }
+                        want[1] = 3;
+                        assert_eq!(r.ops, want, "{code} {ops:?}");
+                    }
+                }
+            }
+        }
+    }
+
     fn body(records: &[Record]) -> Vec<u8> {
         let mut w = Writer::default();
         for r in records {
