@@ -3,7 +3,8 @@
 //!
 //! It knows ring's SHA-256 (its assembly runs at about twice the pure-Rust speed where the CPU
 //! has no SHA instructions: a relink hashes every object it takes) and the blake3 crate; it
-//! does not know what is digested.
+//! does not know what is digested (but that a server knows only SHA-256: `Words` are for what
+//! stays on this machine).
 
 use ring::digest::{Context, SHA256};
 
