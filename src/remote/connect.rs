@@ -58,7 +58,8 @@ type Found = (
 
 /// Connects while the remembered digests and actions load and the inputs are read (a round
 /// trip or two on a far server): the leads' inputs first, their actions built and handed to
-/// the connection, then the rest's. `cancelled` is the link's cancel.
+/// the connection (with the remembered actions, for the prefetch), then the rest's.
+/// `cancelled` is the link's cancel.
 pub(super) fn connect_while_reading(
     given: &Given<'_>,
     identity: AskedCompiler,
@@ -74,18 +75,20 @@ pub(super) fn connect_while_reading(
     let failed = &AtomicBool::new(false);
     let picked = lead::pick(cost, lead::count(cost.len()).min(options.jobs));
     let (hand, handed) = std::sync::mpsc::channel::<Planned>();
-    let files = options.memo.as_ref();
-    // Only with the action cache: a job remembered is built again to execute.
-    let known = Arc::new(match options.cache {
-        true => RememberedJobs::load(files.map(|f| f.actions.clone())),
-        false => RememberedJobs::default(),
-    });
-    let (connected, common, memo, read) = std::thread::scope(|scope| {
+    // The remembered actions, given to the connection before the leads are (or none are).
+    let remembered = &std::sync::OnceLock::new();
+    std::thread::scope(|scope| {
         // Its own thread: connecting waits, and the reading takes every core.
-        let last = &*known;
         let connecting =
-            scope.spawn(move || connection(options, cwd, cancelled, failed, handed, last));
+            scope.spawn(move || connection(options, cwd, cancelled, failed, handed, remembered));
+        let files = options.memo.as_ref();
         let memo = InputDigests::load(files.map(|f| f.digests.clone()));
+        // Only with the action cache: a job remembered is built again to execute.
+        let known = Arc::new(match options.cache {
+            true => RememberedJobs::load(files.map(|f| f.actions.clone())),
+            false => RememberedJobs::default(),
+        });
+        let _ = remembered.set(known.clone());
         // The compiler's answer is waited for, whatever happens next: first when jobs lead
         // (their actions need it), else once the inputs are read.
         let common = |identity: AskedCompiler| common(options, cwd, identity);
@@ -110,21 +113,20 @@ pub(super) fn connect_while_reading(
         let connected = connecting
             .join()
             .unwrap_or_else(|_| Err("connect to the server: the thread panicked".into()));
-        (connected, common, memo, read)
-    });
-    (connected, common, memo, known, read)
+        (connected, common, memo, known, read)
+    })
 }
 
 /// The connecting thread: the connection, the leads started on it once they are handed over
-/// (none when the reading hands none), then the prefetch of what `known` remembers; `failed` is
-/// set when there is no connection.
+/// (none when the reading hands none), then the prefetch of what `remembered` holds (set before
+/// the leads are handed over); `failed` is set when there is no connection.
 fn connection(
     options: &Options,
     cwd: &Path,
     cancelled: tokio::sync::watch::Receiver<bool>,
     failed: &AtomicBool,
     handed: std::sync::mpsc::Receiver<Planned>,
-    known: &RememberedJobs,
+    remembered: &std::sync::OnceLock<Arc<RememberedJobs>>,
 ) -> Result<Connection, String> {
     let (rt, client, cache_updates) = match connect(options) {
         Ok(connected) => connected,
@@ -145,7 +147,8 @@ fn connection(
         };
         Leads::start(start, planned)
     });
-    let prefetch = prefetch(options, &rt, &client, &shared, leads.as_ref(), known);
+    let prefetch = (remembered.get())
+        .and_then(|known| prefetch(options, &rt, &client, &shared, leads.as_ref(), known));
     Ok(Connection {
         rt,
         client,

@@ -1,8 +1,8 @@
 //! Prefetch: a relink's objects read from the server while the link is still planned. The last
 //! link of the same output left each job's outputs' digests (`memo::jobs`); a relink most often
-//! takes those same objects back from the action cache, so once the inputs are read they are
-//! read, in batches, several calls in flight, while the shards' summaries are read and the
-//! actions built, and the lookup takes the ones its hits name as they come (`lookup`) instead
+//! takes those same objects back from the action cache, so as soon as the connection is made
+//! and no job leads (`connect`) they are read, in batches, several calls in flight, while the
+//! other inputs and the shards' summaries are read and the actions built, and the lookup takes the ones its hits name as they come (`lookup`) instead
 //! of reading them after the link's entry has answered.
 //!
 //! It knows which blobs to read early and how many bytes at most; the reading checks each blob
