@@ -73,8 +73,7 @@ impl Disk {
     /// The shelf and name of the file of digest `hash`; an error for anything but a SHA-256 in
     /// lower-case hex (the name comes from a server's answer or a file of the history).
     fn name(hash: &str) -> std::io::Result<(&str, &str)> {
-        let hex = |c: u8| c.is_ascii_digit() || (b'a'..=b'f').contains(&c);
-        if hash.len() != 64 || !hash.bytes().all(hex) {
+        if !crate::job::util::digest::is_hex_digest(hash) {
             return Err(Error::other(format!("{hash:?} is not a SHA-256 digest")));
         }
         Ok((&hash[..2], hash))

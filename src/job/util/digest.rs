@@ -1,5 +1,5 @@
-//! Digest: SHA-256 in lower-case hex, digests of word lists that no two lists share (BLAKE3),
-//! and stable file names hashed from a key.
+//! Digest: SHA-256 and BLAKE3 in lower-case hex, whether a word is such a digest, digests of
+//! word lists that no two lists share (BLAKE3), and stable file names hashed from a key.
 //!
 //! It knows ring's SHA-256 (its assembly runs at about twice the pure-Rust speed where the CPU
 //! has no SHA instructions: a relink hashes every object it takes) and the blake3 crate; it
@@ -33,6 +33,27 @@ impl Sha256 {
     }
 }
 
+/// A BLAKE3 fed in pieces.
+#[derive(Default)]
+pub struct Blake3(blake3::Hasher);
+
+impl Blake3 {
+    pub fn update(&mut self, bytes: &[u8]) {
+        self.0.update(bytes);
+    }
+
+    /// The digest, in lower-case hex.
+    pub fn finish(self) -> String {
+        hex(self.0.finalize().as_bytes())
+    }
+}
+
+/// Whether `w` is a digest as this module writes them (and REAPI does): 64 lower-case hex
+/// digits.
+pub fn is_hex_digest(w: &str) -> bool {
+    w.len() == 64 && w.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
 /// Lower-case hex of a digest's bytes.
 fn hex(digest: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
@@ -49,7 +70,7 @@ fn hex(digest: &[u8]) -> String {
 /// next (a job's action, a shard's rewrite) and are never a blob's digest on a server, and
 /// BLAKE3 takes a few times less CPU (a relink digests every job's shard).
 #[derive(Default)]
-pub struct Words(blake3::Hasher);
+pub struct Words(Blake3);
 
 impl Words {
     pub fn word(&mut self, w: &str) {
@@ -72,7 +93,7 @@ impl Words {
 
     /// The digest, in lower-case hex.
     pub fn finish(self) -> String {
-        hex(self.0.finalize().as_bytes())
+        self.0.finish()
     }
 }
 

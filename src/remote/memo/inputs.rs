@@ -16,7 +16,7 @@
 //! one pass. It does not know what the files are for.
 
 use crate::job::store::Kept;
-use crate::job::util::digest::Sha256;
+use crate::job::util::digest::{is_hex_digest, Blake3, Sha256};
 use bazel_remote_apis::build::bazel::remote::execution::v2 as re;
 use std::collections::HashMap;
 use std::io::{Read, Seek};
@@ -150,34 +150,27 @@ impl InputDigests {
     /// in one pass, and remembered together.
     fn by_content(&self, f: &mut std::fs::File, first: bool) -> std::io::Result<re::Digest> {
         if first {
-            let mut h = blake3::Hasher::new();
-            let size = read_into(f, |piece| {
-                h.update(piece);
-            })?;
-            let content = (h.finalize().to_hex().to_string(), size);
+            let mut b3 = Blake3::default();
+            let size = read_into(f, |piece| b3.update(piece))?;
+            let content = (b3.finish(), size);
             if let Some(hash) = self.known.contents.get(&content) {
-                let digest = re::Digest {
-                    hash: hash.clone(),
-                    size_bytes: size as i64,
-                };
-                (crate::job::util::sync::lock(&self.now).contents)
-                    .insert(content, digest.hash.clone());
-                return Ok(digest);
+                return Ok(self.remember(content, hash.clone()));
             }
             f.rewind()?;
         }
-        let (mut sha, mut b3) = (Sha256::default(), blake3::Hasher::new());
+        let (mut sha, mut b3) = (Sha256::default(), Blake3::default());
         let size = read_into(f, |piece| {
             sha.update(piece);
             b3.update(piece);
         })?;
-        let digest = re::Digest {
-            hash: sha.finish(),
-            size_bytes: size as i64,
-        };
-        let content = (b3.finalize().to_hex().to_string(), size);
-        (crate::job::util::sync::lock(&self.now).contents).insert(content, digest.hash.clone());
-        Ok(digest)
+        Ok(self.remember((b3.finish(), size), sha.finish()))
+    }
+
+    /// Remembers `content` as the SHA-256 `hash`: its digest.
+    fn remember(&self, content: Content, hash: String) -> re::Digest {
+        let size_bytes = content.1 as i64;
+        (crate::job::util::sync::lock(&self.now).contents).insert(content, hash.clone());
+        re::Digest { hash, size_bytes }
     }
 
     /// Whether the file system of device `dev`, where `path` is, is `TRUSTED`: asked once per
@@ -269,7 +262,9 @@ fn parse(lines: &str) -> Remembered {
         let words: Vec<&str> = line.split(' ').collect();
         match words.as_slice() {
             ["content", b3, size, hash] => {
-                if let (true, true, Ok(size)) = (hex64(b3), hex64(hash), size.parse()) {
+                if let (true, true, Ok(size)) =
+                    (is_hex_digest(b3), is_hex_digest(hash), size.parse())
+                {
                     r.contents.insert((b3.to_string(), size), hash.to_string());
                 }
             }
@@ -283,11 +278,6 @@ fn parse(lines: &str) -> Remembered {
     r
 }
 
-/// Whether `w` is a digest as REAPI writes it: 64 lower-case hex digits.
-fn hex64(w: &str) -> bool {
-    w.len() == 64 && w.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
-}
-
 fn parse_file(words: &[&str]) -> Option<(Key, String)> {
     let time = |w: &str| -> Option<(i64, i64)> {
         let (s, ns) = w.split_once('.')?;
@@ -296,7 +286,7 @@ fn parse_file(words: &[&str]) -> Option<(Key, String)> {
     let [dev, ino, size, mtime, ctime, hash] = words else {
         return None;
     };
-    hex64(hash).then_some(())?;
+    is_hex_digest(hash).then_some(())?;
     Some((
         Key {
             dev: dev.parse().ok()?,
