@@ -1,11 +1,12 @@
 //! Lookup: decides a link's cache hits before the scheduler starts any job (only the costliest,
-//! `lead`, may be under way: each asked for itself, and its hit is written here). With a disk cache, a job
-//! remembered with its last result whose outputs are kept there comes first, copied, the server
-//! not asked (each kept file hashed against its digest and checked as an object). Then the link's
-//! own entry (`entry`): one action-cache entry, keyed by every job's action, that names every
-//! job's outputs. Then the action of each job still unknown, many calls in flight, unless every
-//! lead missed (the rest then ask through their Execute). The hits' outputs are fetched in batches and written atomically, and verified like local ones. Once the
-//! link is over it remembers each job's result and keeps its outputs on disk (`keep`).
+//! `lead`, may be under way: each asked for itself, and its hit is written here). With a disk
+//! cache, a job remembered with its last result whose outputs are kept there comes first,
+//! copied, the server not asked (each kept file hashed against its digest and checked as an
+//! object). Then the link's own entry (`entry`): one action-cache entry, keyed by every job's
+//! action, that names every job's outputs. Then the action of each job still unknown, many
+//! calls in flight, unless every lead missed (the rest then ask through their Execute). The
+//! hits' outputs are fetched in batches and written atomically, and verified like local ones.
+//! Once the link is over it remembers each job's result and keeps its outputs on disk (`keep`).
 //!
 //! It knows the action cache; it does not run jobs (the runner does the misses) or decide what
 //! a miss does.

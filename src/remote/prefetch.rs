@@ -2,8 +2,9 @@
 //! link of the same output left each job's outputs' digests (`memo::jobs`); a relink most often
 //! takes those same objects back from the action cache, so as soon as the connection is made
 //! and no job leads (`connect`) they are read, in batches, several calls in flight, while the
-//! other inputs and the shards' summaries are read and the actions built, and the lookup takes the ones its hits name as they come (`lookup`) instead
-//! of reading them after the link's entry has answered.
+//! other inputs and the shards' summaries are read and the actions built, and the lookup takes
+//! the ones its hits name as they come (`lookup`) instead of reading them after the link's
+//! entry has answered.
 //!
 //! It knows which blobs to read early and how many bytes at most; the reading checks each blob
 //! against its digest (`reapi`), and it trusts nothing more: a blob it read that no hit names is
