@@ -51,17 +51,26 @@ class Bot(worker.Bot):
     # briefly unavailable (a bot must keep its session).
     RETRY = (grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.DEADLINE_EXCEEDED,
              grpc.StatusCode.UNAVAILABLE)
-    # An idle bot waits 25 s for a lease, not the test worker's 5 s (BuildGrid answers at once
-    # when a lease comes, and the bench's keepalive timeout is 30 s). 64 idle bots polling every
-    # 4 s made 16 session updates a second, each some SQL in BuildGrid's one Python process:
-    # 0.23 CPU s a second idle, and 1-7 CPU s in a 1 ms relink's 3-8 s, on the 2 cores the link
-    # runs on, where a farm's idle bots cost its link nothing. SIGTERM still ends the process at
-    # once (its handler runs in the main thread, not in a bot's call).
-    POLL = 25
 
     def __init__(self, args, name, record):
+        self.idle = 0
         super().__init__(args, name)
         self.record = record
+
+    def poll(self):
+        # A bot whose last two updates brought no lease waits 25 s for one, not 5 (BuildGrid
+        # answers at once when a lease comes; the bench's keepalive timeout is 30 s). 64 idle
+        # bots each polling every 4 s made 16 session updates a second, each some SQL in
+        # BuildGrid's one Python process: 0.23 CPU s a second idle, and 1-7 CPU s of BuildGrid in
+        # a 1 ms relink's 3-8 s (0.5-1.0 s with the long wait), on the 2 cores the link runs on,
+        # where a farm's idle bots would cost its link nothing. A busy bot keeps the short wait:
+        # a lease assigned between two of a bot's updates waits for its next one (one waited
+        # 25 s in a first link when every wait was long).
+        return 25 if self.idle >= 2 else 5
+
+    def update(self):
+        super().update()
+        self.idle = 0 if self.session.leases else self.idle + 1
 
     def run(self, lease_id):
         taken = time.time()
