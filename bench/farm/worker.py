@@ -47,32 +47,14 @@ def tree_files(cas, digest, prefix=""):
 
 
 class Bot(worker.Bot):
-    # Also repeated: a session update past its deadline on a loaded machine, or a server
+    # Also repeated: a session update past its 5 s deadline on a loaded machine, or a server
     # briefly unavailable (a bot must keep its session).
     RETRY = (grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.DEADLINE_EXCEEDED,
              grpc.StatusCode.UNAVAILABLE)
 
     def __init__(self, args, name, record):
-        self.idle = 0
         super().__init__(args, name)
         self.record = record
-
-    def poll(self):
-        # A bot whose last two updates brought no lease waits 25 s for one, not 5 (BuildGrid
-        # answers at once when a lease comes; the bench's keepalive timeout is 30 s; SIGTERM
-        # still ends the process at once, its handler in the main thread). 64 idle bots each
-        # polling every 4 s made 16 session updates a second, each some SQL in BuildGrid's one
-        # Python process: 0.23 CPU s a second idle, and 1-7 CPU s of BuildGrid in a 1 ms
-        # relink's 3-8 s (0.5-1.0 s with the long wait), on the 2 cores the link runs on, where
-        # a farm's idle bots would cost its link nothing. A busy bot keeps the short wait: with
-        # every wait long, one bot waited 25 s for its next job in a first link while the others
-        # took 207 (why, BuildGrid's code does not say: it checks for a lease after subscribing
-        # to the notice of one); a short wait bounds such a loss as before.
-        return 25 if self.idle >= 2 else 5
-
-    def update(self):
-        super().update()
-        self.idle = 0 if self.session.leases else self.idle + 1
 
     def run(self, lease_id):
         taken = time.time()

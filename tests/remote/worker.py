@@ -133,16 +133,12 @@ class Bot:
             bots_pb2.CreateBotSessionRequest(parent=args.instance, bot_session=session)),
             self.RETRY)
 
-    def poll(self):
-        """How long a session update waits for a lease: BuildGrid holds the call until a lease
-        arrives or 80% of it passed. Short (it needs more than ~4 s) so that a waiting bot still
-        answers SIGTERM soon."""
-        return 5
-
     def update(self):
+        # BuildGrid holds the call until a lease arrives or the deadline nears: keep it short
+        # (it needs more than ~4 s) so that a waiting bot still answers SIGTERM soon.
         self.session = busy_retry(lambda: self.bots.UpdateBotSession(
             bots_pb2.UpdateBotSessionRequest(name=self.session.name, bot_session=self.session),
-            timeout=self.poll()), self.RETRY)
+            timeout=5), self.RETRY)
 
     def log(self, **entry):
         if self.args.log:
