@@ -303,6 +303,18 @@ fn parse_file(words: &[&str]) -> Option<(Key, String)> {
 mod tests {
     use super::*;
 
+    /// The digests' memo of a link of `x` in `dir`.
+    fn memo_in(dir: &Path) -> Kept {
+        let cache = camino::Utf8PathBuf::from_path_buf(dir.join("cache")).unwrap();
+        let store = crate::job::store::CacheDir::open(cache).unwrap();
+        store.link(dir, "x").digests
+    }
+
+    /// The BLAKE3 of `bytes`, in hex.
+    fn b3(bytes: &[u8]) -> String {
+        blake3::hash(bytes).to_hex().to_string()
+    }
+
     fn set_times(path: &Path, seconds_ago: u64) {
         let t = SystemTime::now() - Duration::from_secs(seconds_ago);
         let f = std::fs::File::options().write(true).open(path).unwrap();
@@ -314,11 +326,7 @@ mod tests {
     fn a_file_is_remembered_only_once_settled_and_read_again_once_changed() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("a.o");
-        let cache = camino::Utf8PathBuf::from_path_buf(dir.path().join("cache")).unwrap();
-        let kept = crate::job::store::CacheDir::open(cache)
-            .unwrap()
-            .link(dir.path(), "x")
-            .digests;
+        let kept = memo_in(dir.path());
         let memo_path = kept.path().to_path_buf();
         std::fs::write(&file, b"one").unwrap();
         let one = read_digest(&mut &b"one"[..]).unwrap();
@@ -372,11 +380,7 @@ mod tests {
     #[test]
     fn a_content_read_in_the_last_link_is_known_by_its_blake3_under_any_name() {
         let dir = tempfile::tempdir().unwrap();
-        let cache = camino::Utf8PathBuf::from_path_buf(dir.path().join("cache")).unwrap();
-        let kept = crate::job::store::CacheDir::open(cache)
-            .unwrap()
-            .link(dir.path(), "x")
-            .digests;
+        let kept = memo_in(dir.path());
         // The first link reads a member lld extracted (a new file): both digests remembered.
         let first = dir.path().join("libx.a(m.o at 80).1.aa.o");
         std::fs::write(&first, b"member").unwrap();
@@ -384,17 +388,17 @@ mod tests {
         let member = read_digest(&mut &b"member"[..]).unwrap();
         assert_eq!(memo.digest(&first, None).unwrap(), member);
         memo.save().unwrap();
-        let b3 = blake3::hash(b"member").to_hex().to_string();
+        let member_b3 = b3(b"member");
         let text = std::fs::read_to_string(kept.path()).unwrap();
         assert!(
-            text.contains(&format!("content {b3} 6 {}\n", member.hash)),
+            text.contains(&format!("content {member_b3} 6 {}\n", member.hash)),
             "{text}"
         );
         // A memo whose SHA-256 for that content is another stands for one that was not read:
         // the next link's member (another name, another file) takes it from there.
         let fake = "e".repeat(64);
         let mut r = files_only(HashMap::new());
-        r.contents.insert((b3.clone(), 6), fake.clone());
+        r.contents.insert((member_b3, 6), fake.clone());
         kept.keep(false, || Ok(lines(&r))).unwrap();
         let second = dir.path().join("libx.a(m.o at 80).2.bb.o");
         std::fs::write(&second, b"member").unwrap();
@@ -407,17 +411,11 @@ mod tests {
         assert_eq!(memo.digest(&second, None).unwrap(), changed);
         memo.save().unwrap();
         let known = InputDigests::load(Some(kept.clone())).known.contents;
-        let key = (blake3::hash(b"changed").to_hex().to_string(), 7);
+        let key = (b3(b"changed"), 7);
         assert_eq!(known.get(&key), Some(&changed.hash));
         // Nothing remembered: the file is read for its SHA-256 alone.
         let memo = InputDigests::load(None);
         assert_eq!(memo.digest(&second, None).unwrap(), changed);
-    }
-
-    fn memo_in(dir: &Path) -> Kept {
-        let cache = camino::Utf8PathBuf::from_path_buf(dir.join("cache")).unwrap();
-        let store = crate::job::store::CacheDir::open(cache).unwrap();
-        store.link(dir, "x").digests
     }
 
     #[test]
@@ -451,7 +449,7 @@ mod tests {
         // A content of the size a pipe has (none) is known: not a regular file, it is read once
         // all the same.
         let mut r = files_only(HashMap::new());
-        let empty = blake3::hash(b"").to_hex().to_string();
+        let empty = b3(b"");
         r.contents.insert((empty, 0), "b".repeat(64));
         kept.keep(false, || Ok(lines(&r))).unwrap();
         let fifo = dir.path().join("f.o");
