@@ -86,7 +86,7 @@ impl<'a> ModuleTable<'a> {
         }
         // lld numbers the modules by their old names (19, 22) or their place in the link (14).
         modules.sort_by(|a, b| a.path.cmp(&b.path));
-        let numbers: summary::Modules = modules
+        let numbers: summary::Ids = modules
             .iter()
             .enumerate()
             .map(|(new, m)| (m.id, new as u64))

@@ -15,8 +15,8 @@
 use crate::job::bitcode::bitstream::{Reader, Record, Writer};
 use crate::job::util::digest::Words;
 
-/// Module ids, old to new.
-pub type Modules = rustc_hash::FxHashMap<u64, u64>;
+/// Ids, old to new: a shard's modules', or its summaries' values'.
+pub type Ids = rustc_hash::FxHashMap<u64, u64>;
 
 const FS_COMBINED: u64 = 4;
 const FS_COMBINED_PROFILE: u64 = 5;
@@ -61,7 +61,7 @@ pub struct Canonical {
 /// The block whose body (what follows its length word) is `body`, read and put in canonical
 /// form, its modules renumbered by `modules` (old id → new id); an error names the first thing
 /// it does not know.
-pub fn canonical(body: &[u8], width: u32, modules: &Modules) -> Result<Canonical, String> {
+pub fn canonical(body: &[u8], width: u32, modules: &Ids) -> Result<Canonical, String> {
     let mut r = Reader {
         bytes: body,
         bit: 0,
@@ -89,7 +89,7 @@ pub fn canonical(body: &[u8], width: u32, modules: &Modules) -> Result<Canonical
     if let Some(w) = block.guids.windows(2).find(|w| w[0].0 == w[1].0) {
         return Err(format!("GUID {} twice", w[0].0));
     }
-    let mut values = rustc_hash::FxHashMap::default();
+    let mut values = Ids::default();
     for (new, (_, record)) in block.guids.iter_mut().enumerate() {
         if values.insert(record.ops[0], new as u64 + 1).is_some() {
             return Err(format!("value id {} twice", record.ops[0]));
@@ -258,11 +258,7 @@ fn guid(ops: &[u64], version: u64) -> Result<u64, String> {
 ///   with its hotness in FS_COMBINED_PROFILE;
 /// - variable, `[*value, module, flags, variable flags, refs x *value]`;
 /// - alias, `[*value, module, flags, *aliasee]` (aliasee 0: not in the shard, kept).
-fn renumber(
-    record: &mut Record,
-    values: &rustc_hash::FxHashMap<u64, u64>,
-    modules: &Modules,
-) -> Result<(), String> {
+fn renumber(record: &mut Record, values: &Ids, modules: &Ids) -> Result<(), String> {
     let code = record.code;
     let len = record.ops.len();
     let wrong = || format!("record code {code} ({}) of {len} operands", name(code));
@@ -341,8 +337,8 @@ mod tests {
 
     #[test]
     fn records_are_renumbered_at_the_positions_their_layouts_give() {
-        let values: rustc_hash::FxHashMap<u64, u64> = (0..64).map(|v| (v, v + 1000)).collect();
-        let modules = Modules::from_iter([(7, 3)]);
+        let values: Ids = (0..64).map(|v| (v, v + 1000)).collect();
+        let modules = Ids::from_iter([(7, 3)]);
         let codes = [
             FS_COMBINED,
             FS_COMBINED_PROFILE,
@@ -392,11 +388,11 @@ mod tests {
         w.into_bytes()
     }
 
-    fn written(body: &[u8], modules: &Modules) -> Result<Vec<u8>, String> {
+    fn written(body: &[u8], modules: &Ids) -> Result<Vec<u8>, String> {
         canonical(body, 4, modules).map(|c| c.write(0))
     }
 
-    fn identity(body: &[u8], modules: &Modules) -> String {
+    fn identity(body: &[u8], modules: &Ids) -> String {
         let mut h = Words::default();
         canonical(body, 4, modules).unwrap().identity(&mut h);
         h.finish()
@@ -438,8 +434,8 @@ mod tests {
         records
     }
 
-    fn identity_modules() -> Modules {
-        Modules::from_iter([(0, 0), (1, 1)])
+    fn identity_modules() -> Ids {
+        Ids::from_iter([(0, 0), (1, 1)])
     }
 
     #[test]
@@ -447,7 +443,7 @@ mod tests {
         let first = block([1, 2, 3], [0, 1]);
         let second = block([3, 1, 2], [1, 0]);
         let same = identity_modules();
-        let swap = Modules::from_iter([(0, 1), (1, 0)]);
+        let swap = Ids::from_iter([(0, 1), (1, 0)]);
         let a = written(&body(&first), &same).unwrap();
         let b = written(&body(&second), &swap).unwrap();
         assert_eq!(a, b);
@@ -487,7 +483,7 @@ mod tests {
 
     #[test]
     fn what_it_does_not_know_is_an_error() {
-        let identity = Modules::from_iter([(0, 0), (1, 1)]);
+        let identity = Ids::from_iter([(0, 0), (1, 1)]);
         let refused = |records: &[Record]| written(&body(records), &identity).unwrap_err();
         let good = block([1, 2, 3], [0, 1]);
         let with = |at: usize, r: Record| {
